@@ -1,0 +1,436 @@
+//! The delivery ledger in PostgreSQL: the atomic claim, fenced finishing, and the reads and
+//! batched deletes the retention function needs.
+//!
+//! Every statement here runs through `query_typed`/`execute_typed`: parameters carry their types,
+//! so PostgreSQL parses and runs each statement in one round trip with no named prepared
+//! statement, which is what RDS Proxy and PgBouncer in transaction mode require.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use tokio_postgres::types::{Json, ToSql, Type};
+use tokio_postgres::{Error, GenericClient, Row};
+
+use crate::verify::IdOrigin;
+
+/// How long an error text may be when it is stored; longer texts are cut at a char boundary.
+const MAX_ERROR_LEN: usize = 2000;
+
+/// What a claim stores with the row so the delivery can be re-driven without the sender.
+#[derive(Debug, Clone)]
+pub struct NewDelivery<'a> {
+    /// Configured source name.
+    pub source: &'a str,
+    /// The sender's delivery id.
+    pub delivery_id: &'a str,
+    /// Where the id came from.
+    pub id_origin: IdOrigin,
+    /// Event type, where known.
+    pub event_type: Option<&'a str>,
+    /// The raw body exactly as signed.
+    pub payload: &'a [u8],
+    /// SHA-256 of `payload`.
+    pub payload_sha256: &'a [u8],
+    /// The request headers worth keeping (signature headers and ids), lower-case names.
+    pub headers: &'a BTreeMap<String, String>,
+}
+
+/// The claimant: who asks, and how long its claim may last.
+#[derive(Debug, Clone, Copy)]
+pub struct Claimant<'a> {
+    /// Unique per invocation; finishing is fenced on it.
+    pub owner: &'a str,
+    /// Lease length from the database's `now()`: the invocation's remaining time plus a margin.
+    pub lease: Duration,
+}
+
+/// What a claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This invocation owns the delivery at this attempt. With `finish_now`, it is already done.
+    Claimed {
+        /// 1 for a new delivery, previous attempt + 1 for a takeover.
+        attempt: i32,
+    },
+    /// Already processed; a duplicate.
+    Done {
+        /// Whether the stored payload hash equals this request's.
+        same_payload: bool,
+    },
+    /// Already given up on (permanent failure or attempts exhausted); a duplicate.
+    Dead {
+        /// Whether the stored payload hash equals this request's.
+        same_payload: bool,
+    },
+    /// Another invocation holds a live lease (or committed its claim while this one ran).
+    InProgress,
+    /// A failed attempt whose next try is not due yet.
+    RetryLater {
+        /// When the next attempt becomes due.
+        next_attempt_at: SystemTime,
+    },
+}
+
+/// The condition under which an existing row may be taken over; shared by the webhook claim and
+/// the retention reclaim so both follow the same rule.
+macro_rules! takeover_condition {
+    ($d:literal) => {
+        concat!(
+            "((",
+            $d,
+            ".status = 'processing' AND ",
+            $d,
+            ".lease_until <= now())",
+            " OR (",
+            $d,
+            ".status = 'failed' AND ",
+            $d,
+            ".next_attempt_at <= now()))"
+        )
+    };
+}
+
+/// Insert-or-take-over in one statement. `$4` true means "store only": the row goes straight to
+/// `done`, so a new delivery costs exactly this one round trip.
+///
+/// A row that a concurrent transaction committed after this statement's snapshot is not visible
+/// to the fallback SELECT, so zero rows back means "someone else claimed it just now".
+const CLAIM: &str = concat!(
+    "WITH claimed AS (
+    INSERT INTO hookclaim_deliveries AS d
+        (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
+         event_type, payload, payload_sha256, headers, completed_at)
+    VALUES ($1, $2, $3, CASE WHEN $4 THEN 'done' ELSE 'processing' END, 1, $5,
+            CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
+            $7, $8, $9, $10, CASE WHEN $4 THEN now() END)
+    ON CONFLICT (source, delivery_id) DO UPDATE
+        SET status = EXCLUDED.status,
+            attempt = d.attempt + 1,
+            lease_owner = EXCLUDED.lease_owner,
+            lease_until = EXCLUDED.lease_until,
+            next_attempt_at = NULL,
+            completed_at = EXCLUDED.completed_at,
+            updated_at = now()
+        WHERE ",
+    takeover_condition!("d"),
+    "
+    RETURNING d.attempt, d.payload_sha256
+)
+SELECT 'claimed' AS state, attempt, payload_sha256, NULL::timestamptz AS next_attempt_at
+  FROM claimed
+UNION ALL
+SELECT CASE WHEN d.lease_owner = $5 AND d.status IN ('processing', 'done')
+            THEN 'claimed' ELSE d.status END,
+       d.attempt, d.payload_sha256, d.next_attempt_at
+  FROM hookclaim_deliveries d
+ WHERE d.source = $1 AND d.delivery_id = $2
+   AND NOT EXISTS (SELECT 1 FROM claimed)"
+);
+
+/// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
+///
+/// Idempotent for the same owner: if the first try committed but its answer was lost, a retry
+/// finds the row held by the same owner and answers `Claimed` again with the same attempt.
+pub async fn claim(
+    client: &(impl GenericClient + Sync),
+    delivery: &NewDelivery<'_>,
+    claimant: Claimant<'_>,
+    finish_now: bool,
+) -> Result<Claim, Error> {
+    let headers = Json(delivery.headers);
+    let lease_secs = claimant.lease.as_secs_f64();
+    let params: [(&(dyn ToSql + Sync), Type); 10] = [
+        (&delivery.source, Type::TEXT),
+        (&delivery.delivery_id, Type::TEXT),
+        (&delivery.id_origin.as_str(), Type::TEXT),
+        (&finish_now, Type::BOOL),
+        (&claimant.owner, Type::TEXT),
+        (&lease_secs, Type::FLOAT8),
+        (&delivery.event_type, Type::TEXT),
+        (&delivery.payload, Type::BYTEA),
+        (&delivery.payload_sha256, Type::BYTEA),
+        (&headers, Type::JSONB),
+    ];
+    let Some(row) = client.query_typed_opt(CLAIM, &params).await? else {
+        return Ok(Claim::InProgress);
+    };
+    let state: &str = row.get(0);
+    let attempt: i32 = row.get(1);
+    let stored_hash: &[u8] = row.get(2);
+    let same_payload = stored_hash == delivery.payload_sha256;
+    Ok(match state {
+        "claimed" => Claim::Claimed { attempt },
+        "done" => Claim::Done { same_payload },
+        "dead" => Claim::Dead { same_payload },
+        "failed" => Claim::RetryLater {
+            next_attempt_at: row.get(3),
+        },
+        _ => Claim::InProgress,
+    })
+}
+
+/// The result of a fenced finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The row was still held by this attempt and now records the outcome.
+    Applied,
+    /// Another attempt took the row over; nothing was changed.
+    Fenced,
+}
+
+impl Finish {
+    fn from_count(n: u64) -> Self {
+        if n == 1 {
+            Finish::Applied
+        } else {
+            Finish::Fenced
+        }
+    }
+}
+
+/// Identifies one attempt at one delivery, for fenced finishing.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// Source name.
+    pub source: &'a str,
+    /// Delivery id.
+    pub delivery_id: &'a str,
+    /// Attempt number the claim returned.
+    pub attempt: i32,
+    /// The claimant's owner token.
+    pub owner: &'a str,
+}
+
+/// The fence every finish carries: the row must still be held by this attempt and owner.
+macro_rules! fence {
+    () => {
+        "source = $1 AND delivery_id = $2 AND attempt = $3 AND lease_owner = $4
+   AND status = 'processing'"
+    };
+}
+
+const FINISH_DONE: &str = concat!(
+    "UPDATE hookclaim_deliveries
+    SET status = 'done', lease_until = NULL, next_attempt_at = NULL, last_error = NULL,
+        completed_at = now(), updated_at = now()
+  WHERE ",
+    fence!()
+);
+
+const FINISH_FAILED: &str = concat!(
+    "UPDATE hookclaim_deliveries
+    SET status = 'failed', lease_until = NULL, last_error = $5,
+        next_attempt_at = now() + make_interval(secs => $6), updated_at = now()
+  WHERE ",
+    fence!()
+);
+
+const FINISH_DEAD: &str = concat!(
+    "UPDATE hookclaim_deliveries
+    SET status = 'dead', lease_until = NULL, next_attempt_at = NULL, last_error = $5,
+        completed_at = now(), updated_at = now()
+  WHERE ",
+    fence!()
+);
+
+fn attempt_params<'a>(at: &'a Attempt<'a>) -> [(&'a (dyn ToSql + Sync), Type); 4] {
+    [
+        (&at.source, Type::TEXT),
+        (&at.delivery_id, Type::TEXT),
+        (&at.attempt, Type::INT4),
+        (&at.owner, Type::TEXT),
+    ]
+}
+
+/// Marks the attempt done, unless another attempt has taken the row over.
+pub async fn finish_done(
+    client: &(impl GenericClient + Sync),
+    at: &Attempt<'_>,
+) -> Result<Finish, Error> {
+    let n = client
+        .execute_typed(FINISH_DONE, &attempt_params(at))
+        .await?;
+    Ok(Finish::from_count(n))
+}
+
+/// Marks the attempt failed with `error`, due again after `retry_in`, unless fenced.
+pub async fn finish_failed(
+    client: &(impl GenericClient + Sync),
+    at: &Attempt<'_>,
+    error: &str,
+    retry_in: Duration,
+) -> Result<Finish, Error> {
+    let error = truncate(error);
+    let secs = retry_in.as_secs_f64();
+    let [a, b, c, d] = attempt_params(at);
+    let n = client
+        .execute_typed(
+            FINISH_FAILED,
+            &[a, b, c, d, (&error, Type::TEXT), (&secs, Type::FLOAT8)],
+        )
+        .await?;
+    Ok(Finish::from_count(n))
+}
+
+/// Marks the attempt dead with `error` (kept for replay), unless fenced.
+pub async fn finish_dead(
+    client: &(impl GenericClient + Sync),
+    at: &Attempt<'_>,
+    error: &str,
+) -> Result<Finish, Error> {
+    let error = truncate(error);
+    let [a, b, c, d] = attempt_params(at);
+    let n = client
+        .execute_typed(FINISH_DEAD, &[a, b, c, d, (&error, Type::TEXT)])
+        .await?;
+    Ok(Finish::from_count(n))
+}
+
+fn truncate(error: &str) -> &str {
+    if error.len() <= MAX_ERROR_LEN {
+        return error;
+    }
+    let mut end = MAX_ERROR_LEN;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    &error[..end]
+}
+
+/// A stored delivery as the retention function re-drives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDelivery {
+    /// Source name.
+    pub source: String,
+    /// Delivery id.
+    pub delivery_id: String,
+    /// Attempt number this claim holds.
+    pub attempt: i32,
+    /// Event type, where known.
+    pub event_type: Option<String>,
+    /// The raw body; `None` once trimmed.
+    pub payload: Option<Vec<u8>>,
+    /// The kept headers.
+    pub headers: BTreeMap<String, String>,
+    /// The last error recorded by an earlier attempt.
+    pub last_error: Option<String>,
+}
+
+impl StoredDelivery {
+    fn from_row(row: &Row) -> Self {
+        let headers: Json<BTreeMap<String, String>> = row.get("headers");
+        StoredDelivery {
+            source: row.get("source"),
+            delivery_id: row.get("delivery_id"),
+            attempt: row.get("attempt"),
+            event_type: row.get("event_type"),
+            payload: row.get("payload"),
+            headers: headers.0,
+            last_error: row.get("last_error"),
+        }
+    }
+}
+
+const RECLAIM_NEXT: &str = concat!(
+    "UPDATE hookclaim_deliveries AS d
+    SET status = 'processing', attempt = d.attempt + 1, lease_owner = $1,
+        lease_until = now() + make_interval(secs => $2), next_attempt_at = NULL,
+        updated_at = now()
+  WHERE (d.source, d.delivery_id) = (
+        SELECT source, delivery_id FROM hookclaim_deliveries AS c
+         WHERE ",
+    takeover_condition!("c"),
+    "
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED)
+    AND ",
+    takeover_condition!("d"),
+    "
+RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error"
+);
+
+/// Takes over one expired lease or due retry, if any, under the same rule as [`claim`].
+/// Rows locked by a concurrent claimant are skipped rather than waited for.
+pub async fn reclaim_next(
+    client: &(impl GenericClient + Sync),
+    claimant: Claimant<'_>,
+) -> Result<Option<StoredDelivery>, Error> {
+    let lease_secs = claimant.lease.as_secs_f64();
+    let row = client
+        .query_typed_opt(
+            RECLAIM_NEXT,
+            &[(&claimant.owner, Type::TEXT), (&lease_secs, Type::FLOAT8)],
+        )
+        .await?;
+    Ok(row.as_ref().map(StoredDelivery::from_row))
+}
+
+const TAKE_ONE: &str = "UPDATE hookclaim_deliveries AS d
+    SET status = 'processing', attempt = d.attempt + 1, lease_owner = $3,
+        lease_until = now() + make_interval(secs => $4), next_attempt_at = NULL,
+        completed_at = NULL, updated_at = now()
+  WHERE d.source = $1 AND d.delivery_id = $2
+    AND d.payload IS NOT NULL
+    AND (d.status IN ('failed', 'dead')
+         OR (d.status = 'processing' AND d.lease_until <= now())
+         OR (d.status = 'done' AND $5))
+RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error";
+
+/// Claims one named delivery for an operator's replay: a failed, dead or expired row, or a done
+/// row when `force` is set. Never takes a row under a live lease or without its payload.
+pub async fn take_for_replay(
+    client: &(impl GenericClient + Sync),
+    source: &str,
+    delivery_id: &str,
+    claimant: Claimant<'_>,
+    force: bool,
+) -> Result<Option<StoredDelivery>, Error> {
+    let lease_secs = claimant.lease.as_secs_f64();
+    let row = client
+        .query_typed_opt(
+            TAKE_ONE,
+            &[
+                (&source, Type::TEXT),
+                (&delivery_id, Type::TEXT),
+                (&claimant.owner, Type::TEXT),
+                (&lease_secs, Type::FLOAT8),
+                (&force, Type::BOOL),
+            ],
+        )
+        .await?;
+    Ok(row.as_ref().map(StoredDelivery::from_row))
+}
+
+/// One row's current state, for operators and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryState {
+    /// processing / done / failed / dead.
+    pub status: String,
+    /// Current attempt number.
+    pub attempt: i32,
+    /// Last recorded error.
+    pub last_error: Option<String>,
+    /// Whether the payload is still stored.
+    pub has_payload: bool,
+}
+
+/// Reads one row's state (not on the hot path).
+pub async fn state(
+    client: &(impl GenericClient + Sync),
+    source: &str,
+    delivery_id: &str,
+) -> Result<Option<DeliveryState>, Error> {
+    let row = client
+        .query_typed_opt(
+            "SELECT status, attempt, last_error, payload IS NOT NULL
+               FROM hookclaim_deliveries WHERE source = $1 AND delivery_id = $2",
+            &[(&source, Type::TEXT), (&delivery_id, Type::TEXT)],
+        )
+        .await?;
+    Ok(row.map(|r| DeliveryState {
+        status: r.get(0),
+        attempt: r.get(1),
+        last_error: r.get(2),
+        has_payload: r.get(3),
+    }))
+}

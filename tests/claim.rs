@@ -1,0 +1,424 @@
+//! The claim core on a real PostgreSQL: every case of the one-statement claim, fenced finishing,
+//! migrations, a 64-way race, and the statement count per claim.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
+use hookclaim::verify::IdOrigin;
+use sha2::{Digest, Sha256};
+use support::TestDb;
+use tokio_postgres::Client;
+
+const LEASE: Duration = Duration::from_secs(60);
+
+struct Sample {
+    id: String,
+    body: Vec<u8>,
+    hash: Vec<u8>,
+    headers: BTreeMap<String, String>,
+}
+
+impl Sample {
+    fn new(id: &str, body: &str) -> Sample {
+        Sample {
+            id: id.into(),
+            body: body.as_bytes().to_vec(),
+            hash: Sha256::digest(body.as_bytes()).to_vec(),
+            headers: BTreeMap::from([("stripe-signature".into(), "t=1,v1=ab".into())]),
+        }
+    }
+
+    fn delivery(&self) -> NewDelivery<'_> {
+        NewDelivery {
+            source: "stripe",
+            delivery_id: &self.id,
+            id_origin: IdOrigin::Body,
+            event_type: Some("checkout.session.completed"),
+            payload: &self.body,
+            payload_sha256: &self.hash,
+            headers: &self.headers,
+        }
+    }
+}
+
+fn claimant(owner: &str) -> Claimant<'_> {
+    Claimant {
+        owner,
+        lease: LEASE,
+    }
+}
+
+async fn claim(c: &Client, s: &Sample, owner: &str) -> Claim {
+    store::claim(c, &s.delivery(), claimant(owner), false)
+        .await
+        .unwrap()
+}
+
+fn attempt<'a>(s: &'a Sample, n: i32, owner: &'a str) -> Attempt<'a> {
+    Attempt {
+        source: "stripe",
+        delivery_id: &s.id,
+        attempt: n,
+        owner,
+    }
+}
+
+async fn status(c: &Client, id: &str) -> (String, i32) {
+    let st = store::state(c, "stripe", id)
+        .await
+        .unwrap()
+        .expect("row exists");
+    (st.status, st.attempt)
+}
+
+async fn expire_lease(c: &Client, id: &str) {
+    c.execute(
+        "UPDATE hookclaim_deliveries SET lease_until = now() - interval '1 second' WHERE delivery_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn new_delivery_is_claimed_as_processing_with_its_payload_stored() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_new", r#"{"id":"evt_new"}"#);
+
+    assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+
+    let row = c
+        .query_one(
+            "SELECT status, payload, payload_sha256, headers->>'stripe-signature', event_type,
+                    id_origin, lease_until > now() + interval '50 seconds'
+               FROM hookclaim_deliveries WHERE delivery_id = 'evt_new'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, &str>(0), "processing");
+    assert_eq!(row.get::<_, &[u8]>(1), s.body.as_slice());
+    assert_eq!(row.get::<_, &[u8]>(2), s.hash.as_slice());
+    assert_eq!(row.get::<_, &str>(3), "t=1,v1=ab");
+    assert_eq!(row.get::<_, &str>(4), "checkout.session.completed");
+    assert_eq!(row.get::<_, &str>(5), "body");
+    assert!(
+        row.get::<_, bool>(6),
+        "lease runs from the database's now()"
+    );
+}
+
+#[tokio::test]
+async fn store_only_claim_records_the_delivery_as_done_in_the_same_statement() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_store", "{}");
+
+    let got = store::claim(&c, &s.delivery(), claimant("a"), true)
+        .await
+        .unwrap();
+
+    assert_eq!(got, Claim::Claimed { attempt: 1 });
+    assert_eq!(status(&c, "evt_store").await, ("done".into(), 1));
+    assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
+}
+
+#[tokio::test]
+async fn duplicate_of_a_done_delivery_is_reported_and_changes_nothing() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_done", "{}");
+    claim(&c, &s, "a").await;
+    assert_eq!(
+        store::finish_done(&c, &attempt(&s, 1, "a")).await.unwrap(),
+        Finish::Applied
+    );
+
+    assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
+    assert_eq!(status(&c, "evt_done").await, ("done".into(), 1));
+}
+
+#[tokio::test]
+async fn duplicate_with_a_different_payload_is_still_a_duplicate_but_flagged() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_mm", r#"{"a":1}"#);
+    store::claim(&c, &s.delivery(), claimant("a"), true)
+        .await
+        .unwrap();
+
+    let other = Sample::new("evt_mm", r#"{"a":2}"#);
+    assert_eq!(
+        claim(&c, &other, "b").await,
+        Claim::Done {
+            same_payload: false
+        }
+    );
+}
+
+#[tokio::test]
+async fn duplicate_of_a_dead_delivery_is_reported_and_never_taken() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_dead", "{}");
+    claim(&c, &s, "a").await;
+    store::finish_dead(&c, &attempt(&s, 1, "a"), "no order id")
+        .await
+        .unwrap();
+
+    assert_eq!(claim(&c, &s, "b").await, Claim::Dead { same_payload: true });
+    let st = store::state(&c, "stripe", "evt_dead")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((st.status.as_str(), st.attempt), ("dead", 1));
+    assert_eq!(st.last_error.as_deref(), Some("no order id"));
+    assert!(st.has_payload, "payload kept for replay");
+}
+
+#[tokio::test]
+async fn delivery_under_a_live_lease_is_in_progress_for_everyone_else() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_busy", "{}");
+    claim(&c, &s, "a").await;
+
+    assert_eq!(claim(&c, &s, "b").await, Claim::InProgress);
+    assert_eq!(status(&c, "evt_busy").await, ("processing".into(), 1));
+}
+
+#[tokio::test]
+async fn retry_by_the_same_owner_gets_the_same_claim_back() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_retry", "{}");
+    claim(&c, &s, "a").await;
+
+    // As after a lost answer: the first claim committed, the owner asks again.
+    assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+}
+
+#[tokio::test]
+async fn expired_lease_is_taken_over_with_the_next_attempt_number() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_expired", "{}");
+    claim(&c, &s, "a").await;
+    expire_lease(&c, "evt_expired").await;
+
+    assert_eq!(claim(&c, &s, "b").await, Claim::Claimed { attempt: 2 });
+    assert_eq!(status(&c, "evt_expired").await, ("processing".into(), 2));
+}
+
+#[tokio::test]
+async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let due = Sample::new("evt_due", "{}");
+    let later = Sample::new("evt_later", "{}");
+    for s in [&due, &later] {
+        claim(&c, s, "a").await;
+    }
+    store::finish_failed(&c, &attempt(&due, 1, "a"), "timeout", Duration::ZERO)
+        .await
+        .unwrap();
+    store::finish_failed(
+        &c,
+        &attempt(&later, 1, "a"),
+        "timeout",
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(claim(&c, &due, "b").await, Claim::Claimed { attempt: 2 });
+    match claim(&c, &later, "b").await {
+        Claim::RetryLater { next_attempt_at } => {
+            let wait = next_attempt_at
+                .duration_since(std::time::SystemTime::now())
+                .unwrap();
+            assert!(wait > Duration::from_secs(100), "{wait:?}");
+        }
+        other => panic!("expected RetryLater, got {other:?}"),
+    }
+    assert_eq!(status(&c, "evt_later").await, ("failed".into(), 1));
+}
+
+#[tokio::test]
+async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_zombie", "{}");
+    claim(&c, &s, "old").await;
+    expire_lease(&c, "evt_zombie").await;
+    assert_eq!(claim(&c, &s, "new").await, Claim::Claimed { attempt: 2 });
+
+    // The old owner wakes up and tries every kind of finish.
+    let stale = attempt(&s, 1, "old");
+    assert_eq!(
+        store::finish_done(&c, &stale).await.unwrap(),
+        Finish::Fenced
+    );
+    assert_eq!(
+        store::finish_failed(&c, &stale, "x", Duration::ZERO)
+            .await
+            .unwrap(),
+        Finish::Fenced
+    );
+    assert_eq!(
+        store::finish_dead(&c, &stale, "x").await.unwrap(),
+        Finish::Fenced
+    );
+    // Right attempt number, wrong owner: still fenced.
+    assert_eq!(
+        store::finish_done(&c, &attempt(&s, 2, "old"))
+            .await
+            .unwrap(),
+        Finish::Fenced
+    );
+    assert_eq!(status(&c, "evt_zombie").await, ("processing".into(), 2));
+
+    assert_eq!(
+        store::finish_done(&c, &attempt(&s, 2, "new"))
+            .await
+            .unwrap(),
+        Finish::Applied
+    );
+    assert_eq!(status(&c, "evt_zombie").await, ("done".into(), 2));
+    // Finishing twice is fenced too: done rows are never touched again.
+    assert_eq!(
+        store::finish_dead(&c, &attempt(&s, 2, "new"), "x")
+            .await
+            .unwrap(),
+        Finish::Fenced
+    );
+}
+
+#[tokio::test]
+async fn migrations_applied_twice_change_nothing() {
+    let db = TestDb::empty().await;
+    let mut c = db.client().await;
+    assert_eq!(hookclaim::schema::current_version(&c).await.unwrap(), 0);
+
+    let first = hookclaim::schema::migrate(&mut c).await.unwrap();
+    let second = hookclaim::schema::migrate(&mut c).await.unwrap();
+
+    assert_eq!(first, vec![hookclaim::schema::latest_version()]);
+    assert!(second.is_empty());
+    let rows: i64 = c
+        .query_one("SELECT count(*) FROM hookclaim_schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, hookclaim::schema::MIGRATIONS.len() as i64);
+}
+
+#[tokio::test]
+async fn migrations_from_many_connections_at_once_apply_exactly_once() {
+    let db = TestDb::empty().await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let url = db.url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = support::connect(&url).await;
+            hookclaim::schema::migrate(&mut c).await
+        }));
+    }
+    let mut applied = Vec::new();
+    for t in tasks {
+        applied.extend(t.await.unwrap().expect("no migration may fail"));
+    }
+    assert_eq!(applied, vec![hookclaim::schema::latest_version()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_connections_racing_for_one_id_produce_exactly_one_winner_every_round() {
+    let db = TestDb::migrated().await;
+    let mut clients = Vec::new();
+    for _ in 0..64 {
+        clients.push(std::sync::Arc::new(db.client().await));
+    }
+    for round in 0..100 {
+        let id = format!("evt_race_{round}");
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(64));
+        let mut tasks = Vec::new();
+        for (i, c) in clients.iter().enumerate() {
+            let (c, id, barrier) = (c.clone(), id.clone(), barrier.clone());
+            tasks.push(tokio::spawn(async move {
+                let s = Sample::new(&id, "{}");
+                barrier.wait().await;
+                claim(&c, &s, &format!("owner-{i}")).await
+            }));
+        }
+        let mut winners = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Claim::Claimed { attempt: 1 } => winners += 1,
+                Claim::InProgress => {}
+                other => panic!("round {round}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(winners, 1, "round {round}");
+    }
+}
+
+/// Statements the server ran in this database, by pg_stat_statements.
+async fn statements_since_reset(c: &Client, like: &str) -> i64 {
+    c.query_one(
+        "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
+          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND query ILIKE $1",
+        &[&like],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+#[tokio::test]
+async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
+    let db = TestDb::migrated().await;
+    let admin = db.client().await;
+    admin
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .await
+        .unwrap();
+    let c = db.client().await;
+    let s = Sample::new("evt_count", "{}");
+    // Everything this connection sends from here on is counted.
+    admin
+        .batch_execute("SELECT pg_stat_statements_reset()")
+        .await
+        .unwrap();
+
+    store::claim(&c, &s.delivery(), claimant("a"), true)
+        .await
+        .unwrap();
+    let after_new = statements_since_reset(&admin, "%hookclaim_deliveries%").await;
+    store::claim(&c, &s.delivery(), claimant("b"), true)
+        .await
+        .unwrap();
+    let after_dup = statements_since_reset(&admin, "%hookclaim_deliveries%").await;
+    let all: i64 = admin
+        .query_one(
+            "SELECT coalesce(sum(calls),0)::int8 FROM pg_stat_statements
+              WHERE query NOT ILIKE '%pg_stat_statements%'
+                AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+
+    assert_eq!(after_new, 1, "new delivery: one statement");
+    assert_eq!(after_dup - after_new, 1, "duplicate: one statement");
+    assert_eq!(all, 2, "nothing else was sent (no prepare, no extra reads)");
+    println!(
+        "statements: new={after_new} duplicate={}",
+        after_dup - after_new
+    );
+}
