@@ -1,0 +1,193 @@
+//! The webhook secrets an execution environment verifies with: loaded once, cached, and
+//! refetched (at most once per interval) when a signature fails with cached secrets, so rotating
+//! a secret in Secrets Manager needs no redeploy.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Mutex, OnceCell, RwLock};
+
+use crate::config::{SecretsFrom, Source};
+use crate::secret::{Secret, SecretError, SecretsDocument};
+use crate::verify::Scheme;
+
+/// Secrets by source name, ready for verification.
+#[derive(Debug, Default)]
+pub struct Keyring(BTreeMap<String, Vec<Secret>>);
+
+impl Keyring {
+    /// Builds the keyring for the configured `sources` from a secrets document. Secrets of
+    /// sources that are not configured are ignored.
+    pub fn build(
+        sources: &BTreeMap<String, Source>,
+        doc: &SecretsDocument,
+    ) -> Result<Self, KeysError> {
+        let mut ring = BTreeMap::new();
+        for (name, source) in sources {
+            let standard = matches!(source.scheme, Scheme::Standard { .. });
+            let secrets = doc
+                .0
+                .get(name)
+                .map(|list| {
+                    list.iter()
+                        .map(|s| Secret::parse(s, standard))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()
+                .map_err(|e| KeysError::Invalid {
+                    source_name: name.clone(),
+                    error: e,
+                })?
+                .unwrap_or_default();
+            ring.insert(name.clone(), secrets);
+        }
+        Ok(Keyring(ring))
+    }
+
+    /// The secrets for `source`, newest first; empty when none is configured.
+    pub fn for_source(&self, source: &str) -> &[Secret] {
+        self.0.get(source).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Why secrets could not be had. Never carries a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    /// The document is not the expected JSON shape.
+    #[error("webhook secrets document: {0}")]
+    Document(SecretError),
+    /// One source's secret is unusable.
+    #[error("webhook secret for source {source_name:?}: {error}")]
+    Invalid {
+        /// The source whose secret is bad.
+        source_name: String,
+        /// What is wrong with it.
+        error: SecretError,
+    },
+    /// Secrets Manager could not be read.
+    #[error("cannot read webhook secrets from Secrets Manager: {0}")]
+    Fetch(String),
+}
+
+enum Loader {
+    Env(String),
+    SecretsManager {
+        arn: String,
+        client: OnceCell<aws_sdk_secretsmanager::Client>,
+    },
+}
+
+struct Loaded {
+    ring: Arc<Keyring>,
+    at: Instant,
+}
+
+/// The environment's cached secrets.
+pub struct Keys {
+    sources: Arc<BTreeMap<String, Source>>,
+    loader: Loader,
+    min_refresh_interval: Duration,
+    loaded: RwLock<Option<Loaded>>,
+    refresh_gate: Mutex<Option<Instant>>,
+    fetches: AtomicU64,
+}
+
+impl Keys {
+    /// Secrets for `sources` from `from`. Nothing is fetched until first use.
+    pub fn new(sources: Arc<BTreeMap<String, Source>>, from: &SecretsFrom) -> Self {
+        let (loader, min_refresh_interval) = match from {
+            SecretsFrom::Env(doc) => (Loader::Env(doc.clone()), Duration::MAX),
+            SecretsFrom::SecretsManager {
+                arn,
+                min_refresh_interval,
+            } => (
+                Loader::SecretsManager {
+                    arn: arn.clone(),
+                    client: OnceCell::new(),
+                },
+                *min_refresh_interval,
+            ),
+        };
+        Keys {
+            sources,
+            loader,
+            min_refresh_interval,
+            loaded: RwLock::new(None),
+            refresh_gate: Mutex::new(None),
+            fetches: AtomicU64::new(0),
+        }
+    }
+
+    /// How many times the secrets were fetched from their store.
+    pub fn fetch_count(&self) -> u64 {
+        self.fetches.load(Ordering::Relaxed)
+    }
+
+    /// The cached keyring, loading it on first use.
+    pub async fn current(&self) -> Result<Arc<Keyring>, KeysError> {
+        if let Some(l) = self.loaded.read().await.as_ref() {
+            return Ok(l.ring.clone());
+        }
+        let mut slot = self.loaded.write().await;
+        if let Some(l) = slot.as_ref() {
+            return Ok(l.ring.clone());
+        }
+        let ring = Arc::new(self.fetch().await?);
+        *slot = Some(Loaded {
+            ring: ring.clone(),
+            at: Instant::now(),
+        });
+        Ok(ring)
+    }
+
+    /// After a failed verification: refetches the secrets if the cached ones are older than the
+    /// minimum interval and no other refresh happened within it. Returns the new keyring, or
+    /// `None` when no refresh was allowed (or it failed, which is logged).
+    pub async fn refresh_after_failure(&self) -> Option<Arc<Keyring>> {
+        if matches!(self.loader, Loader::Env(_)) {
+            return None;
+        }
+        let mut gate = self.refresh_gate.lock().await;
+        let now = Instant::now();
+        let cached_at = self.loaded.read().await.as_ref().map(|l| l.at);
+        let recent = |t: Option<Instant>| {
+            t.is_some_and(|t| now.duration_since(t) < self.min_refresh_interval)
+        };
+        if recent(cached_at) || recent(*gate) {
+            return None;
+        }
+        *gate = Some(now);
+        match self.fetch().await {
+            Ok(ring) => {
+                let ring = Arc::new(ring);
+                *self.loaded.write().await = Some(Loaded {
+                    ring: ring.clone(),
+                    at: Instant::now(),
+                });
+                tracing::info!("webhook secrets refreshed after a failed verification");
+                Some(ring)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "webhook secrets refresh failed");
+                None
+            }
+        }
+    }
+
+    async fn fetch(&self) -> Result<Keyring, KeysError> {
+        let doc = match &self.loader {
+            Loader::Env(doc) => doc.clone(),
+            Loader::SecretsManager { arn, client } => {
+                self.fetches.fetch_add(1, Ordering::Relaxed);
+                let client = client.get_or_init(crate::aws::secrets_manager).await;
+                crate::aws::secret_string(client, arn)
+                    .await
+                    .map_err(KeysError::Fetch)?
+            }
+        };
+        let doc = SecretsDocument::parse(&doc).map_err(KeysError::Document)?;
+        Keyring::build(&self.sources, &doc)
+    }
+}

@@ -1,0 +1,476 @@
+//! The webhook function: request in, response out. Parses the raw request into a verified
+//! delivery at the edge, claims it, runs the processor, and answers so the sender stops or
+//! retries as it should. Every expected failure becomes a response here, at one boundary.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use http::{HeaderMap, Method, StatusCode};
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Source};
+use crate::db::{classify, Database, DbError, Session};
+use crate::keys::{Keys, KeysError};
+use crate::observe::{self, DeliveryRecord};
+use crate::pipeline::{self, RetryPolicy, Settled};
+use crate::processor::{Delivery, Processor};
+use crate::schema;
+use crate::store::{self, Claim, Claimant, NewDelivery};
+use crate::verify::{self, Scheme, Verified, VerifyError};
+
+/// Lease length when the request carries no Lambda context (direct calls in tests and tools).
+const DEFAULT_INVOCATION_TIME: Duration = Duration::from_secs(30);
+
+/// Headers kept with every delivery when present, besides each scheme's own.
+const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
+
+/// Everything one execution environment needs to answer webhooks; built once at cold start.
+pub struct Webhook<P> {
+    sources: Arc<BTreeMap<String, Source>>,
+    keys: Keys,
+    db: Database,
+    processor: P,
+    lease_margin: Duration,
+    retry: RetryPolicy,
+    clock: fn() -> SystemTime,
+    ready: AtomicBool,
+}
+
+/// Why a request is refused before (or instead of) processing, with its status.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    /// Only POST is accepted.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// The `{source}` segment names no configured source.
+    #[error("unknown source")]
+    UnknownSource,
+    /// The body is over the source's limit.
+    #[error("payload too large")]
+    TooLarge,
+    /// Signature, timestamp or required-id failure.
+    #[error(transparent)]
+    Unverified(#[from] VerifyError),
+    /// Secrets could not be loaded.
+    #[error(transparent)]
+    Secrets(#[from] KeysError),
+    /// The database could not be reached or failed.
+    #[error(transparent)]
+    Database(#[from] DbError),
+}
+
+impl Rejection {
+    /// The HTTP status the sender gets.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Rejection::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Rejection::UnknownSource => StatusCode::NOT_FOUND,
+            Rejection::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::Unverified(e) if e.is_unauthorized() => StatusCode::UNAUTHORIZED,
+            Rejection::Unverified(_) => StatusCode::BAD_REQUEST,
+            Rejection::Secrets(_) | Rejection::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The outcome name in logs, metrics and the response body.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Rejection::MethodNotAllowed => "method_not_allowed",
+            Rejection::UnknownSource => "unknown_source",
+            Rejection::TooLarge => "payload_too_large",
+            Rejection::Unverified(e) if e.is_unauthorized() => "unauthorized",
+            Rejection::Unverified(_) => "bad_request",
+            Rejection::Secrets(_) | Rejection::Database(_) => "unavailable",
+        }
+    }
+
+    /// What the sender is told: terse, and never internals (no database or AWS detail).
+    fn public_message(&self) -> String {
+        match self {
+            Rejection::Unverified(e) if e.is_unauthorized() => {
+                "signature verification failed".into()
+            }
+            Rejection::Unverified(e) => e.to_string(),
+            Rejection::Secrets(_) | Rejection::Database(_) => "temporarily unavailable".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// How a verified delivery ended, as the sender is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Processed now (200).
+    Processed,
+    /// Already processed or given up on (200).
+    Duplicate,
+    /// Another invocation holds it (202).
+    InProgress,
+    /// A failed attempt is not due again yet (503 with Retry-After).
+    RetryLater(Duration),
+    /// Processing failed and will be retried (503 with Retry-After).
+    Failed(Duration),
+    /// Processing failed permanently; the sender must stop (200).
+    Dead,
+}
+
+impl Answer {
+    fn status(&self) -> StatusCode {
+        match self {
+            Answer::Processed | Answer::Duplicate | Answer::Dead => StatusCode::OK,
+            Answer::InProgress => StatusCode::ACCEPTED,
+            Answer::RetryLater(_) | Answer::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn outcome(&self) -> &'static str {
+        match self {
+            Answer::Processed => "processed",
+            Answer::Duplicate => "duplicate",
+            Answer::InProgress => "in_progress",
+            Answer::RetryLater(_) => "retry_later",
+            Answer::Failed(_) => "failed",
+            Answer::Dead => "dead",
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Answer::RetryLater(d) | Answer::Failed(d) => Some(*d),
+            _ => None,
+        }
+    }
+}
+
+/// What the handler learned along the way, for the one log line.
+#[derive(Default)]
+struct Facts {
+    delivery_id: Option<String>,
+    event_type: Option<String>,
+    attempt: Option<i32>,
+    reason: Option<String>,
+    payload_mismatch: bool,
+}
+
+impl<P: Processor> Webhook<P> {
+    /// Builds the handler state from the configuration and the environment's shared resources.
+    pub fn new(config: &Config, keys: Keys, db: Database, processor: P) -> Self {
+        Webhook {
+            sources: Arc::new(config.sources.clone()),
+            keys,
+            db,
+            processor,
+            lease_margin: config.lease_margin,
+            retry: config.retry,
+            clock: SystemTime::now,
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    /// Connects, brings the schema up to date and runs the processor's setup. Done once per
+    /// environment; until it succeeds, every delivery tries it first.
+    pub async fn prepare(&self) -> Result<(), DbError> {
+        let mut session = self.db.session().await;
+        self.prepare_in(&mut session).await
+    }
+
+    async fn prepare_in(&self, session: &mut Session<'_>) -> Result<(), DbError> {
+        if self.ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let client = session.client().await?;
+        let applied = schema::migrate(client).await.map_err(classify)?;
+        if !applied.is_empty() {
+            tracing::info!(versions = ?applied, "schema migrations applied");
+        }
+        self.processor.setup(client).await.map_err(classify)?;
+        self.ready.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Replaces the clock used for signature timestamps (tests with recorded events).
+    pub fn with_clock(mut self, clock: fn() -> SystemTime) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The environment's database, for tools and tests.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// The environment's secrets cache, for tools and tests.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Answers one request. Never fails: every outcome, including database trouble, is a
+    /// response with the right status.
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        let started = Instant::now();
+        let source = source_name(&req).unwrap_or_default();
+        let mut facts = Facts::default();
+        let result = self.deliver(&req, &source, &mut facts).await;
+        let (status, outcome, response) = match &result {
+            Ok(answer) => (
+                answer.status(),
+                answer.outcome(),
+                answer_response(answer, &facts),
+            ),
+            Err(rejection) => {
+                facts.reason.get_or_insert_with(|| rejection.to_string());
+                (
+                    rejection.status(),
+                    rejection.outcome(),
+                    rejection_response(rejection),
+                )
+            }
+        };
+        observe::emit(&observe::delivery_line(
+            &DeliveryRecord {
+                source: &source,
+                delivery_id: facts.delivery_id.as_deref(),
+                event_type: facts.event_type.as_deref(),
+                outcome,
+                status: status.as_u16(),
+                attempt: facts.attempt,
+                latency: started.elapsed(),
+                reason: facts.reason.as_deref(),
+                payload_mismatch: facts.payload_mismatch,
+            },
+            SystemTime::now(),
+        ));
+        response
+    }
+
+    async fn deliver(
+        &self,
+        req: &Request,
+        source_name: &str,
+        facts: &mut Facts,
+    ) -> Result<Answer, Rejection> {
+        if req.method() != Method::POST {
+            return Err(Rejection::MethodNotAllowed);
+        }
+        let source = self
+            .sources
+            .get(source_name)
+            .ok_or(Rejection::UnknownSource)?;
+        let body: &[u8] = req.body().as_ref();
+        if body.len() > source.max_body_bytes {
+            return Err(Rejection::TooLarge);
+        }
+        let verified = self.verify(source, req.headers(), body).await?;
+        facts.delivery_id = Some(verified.delivery_id.clone());
+        facts.event_type = verified.event_type.clone();
+
+        let payload_sha256 = Sha256::digest(body);
+        let headers = kept_headers(&source.scheme, req.headers());
+        let new = NewDelivery {
+            source: &source.name,
+            delivery_id: &verified.delivery_id,
+            id_origin: verified.id_origin,
+            event_type: verified.event_type.as_deref(),
+            payload: body,
+            payload_sha256: &payload_sha256,
+            headers: &headers,
+        };
+        let owner = owner_token();
+        let claimant = Claimant {
+            owner: &owner,
+            lease: self.lease(req),
+        };
+        let finish_now = self.processor.store_only();
+        let mut session = self.db.session().await;
+        self.prepare_in(&mut session).await?;
+        let claim = session
+            .run(|c, _| Box::pin(store::claim(c, &new, claimant, finish_now)))
+            .await?;
+        match claim {
+            Claim::Claimed { attempt } if finish_now => {
+                facts.attempt = Some(attempt);
+                Ok(Answer::Processed)
+            }
+            Claim::Claimed { attempt } => {
+                facts.attempt = Some(attempt);
+                let delivery = Delivery {
+                    source: source.name.clone(),
+                    delivery_id: verified.delivery_id,
+                    event_type: verified.event_type,
+                    payload: body.to_vec(),
+                    headers,
+                    attempt,
+                };
+                let settled = pipeline::run_claimed(
+                    &mut session,
+                    &self.processor,
+                    &delivery,
+                    &owner,
+                    &self.retry,
+                )
+                .await?;
+                Ok(match settled {
+                    Settled::Done => Answer::Processed,
+                    Settled::Failed { error, retry_in } => {
+                        facts.reason = Some(error);
+                        Answer::Failed(retry_in)
+                    }
+                    Settled::Dead { error } => {
+                        facts.reason = Some(error);
+                        Answer::Dead
+                    }
+                    Settled::Fenced => {
+                        facts.reason = Some("lease lost to a newer attempt".into());
+                        Answer::InProgress
+                    }
+                })
+            }
+            Claim::Done { same_payload } | Claim::Dead { same_payload } => {
+                facts.payload_mismatch = !same_payload;
+                if !same_payload {
+                    facts.reason = Some("duplicate with a different payload".into());
+                }
+                Ok(Answer::Duplicate)
+            }
+            Claim::InProgress => Ok(Answer::InProgress),
+            Claim::RetryLater { next_attempt_at } => Ok(Answer::RetryLater(
+                next_attempt_at
+                    .duration_since((self.clock)())
+                    .unwrap_or(Duration::from_secs(1)),
+            )),
+        }
+    }
+
+    /// Verifies with the cached secrets; if that fails on the signature alone, refreshes the
+    /// secrets (rate-limited) once and tries again, so a rotation is picked up without redeploy.
+    async fn verify(
+        &self,
+        source: &Source,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<Verified, Rejection> {
+        let now = unix_secs((self.clock)());
+        let ring = self.keys.current().await?;
+        let first = verify::verify(
+            &source.scheme,
+            ring.for_source(&source.name),
+            headers,
+            body,
+            now,
+        );
+        match first {
+            Err(VerifyError::InvalidSignature | VerifyError::NoSecret) => {
+                match self.keys.refresh_after_failure().await {
+                    Some(fresh) => Ok(verify::verify(
+                        &source.scheme,
+                        fresh.for_source(&source.name),
+                        headers,
+                        body,
+                        now,
+                    )?),
+                    None => Ok(first?),
+                }
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// The lease: the invocation's remaining time plus the margin, so the claim can be taken
+    /// over exactly when this invocation can no longer be running.
+    fn lease(&self, req: &Request) -> Duration {
+        let remaining = req
+            .lambda_context_ref()
+            .filter(|ctx| ctx.deadline > 0)
+            .map(|ctx| {
+                ctx.deadline()
+                    .duration_since(SystemTime::now())
+                    .unwrap_or_default()
+            })
+            .unwrap_or(DEFAULT_INVOCATION_TIME);
+        remaining + self.lease_margin
+    }
+}
+
+/// The source name: the `{source}` path parameter (API Gateway), or the path segment after
+/// `/webhooks/` (function URLs and the local emulator, which have no route parameters).
+pub fn source_name(req: &Request) -> Option<String> {
+    if let Some(s) = req.path_parameters_ref().and_then(|p| p.first("source")) {
+        return Some(s.to_string());
+    }
+    let path = req.uri().path();
+    let rest = &path[path.find("/webhooks/")? + "/webhooks/".len()..];
+    let name = rest.split('/').next().unwrap_or_default();
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// The headers stored with a delivery: those the scheme reads, plus a few useful for replay.
+fn kept_headers(scheme: &Scheme, headers: &HeaderMap) -> BTreeMap<String, String> {
+    let scheme_headers = verify::scheme_headers(scheme);
+    COMMON_KEPT_HEADERS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(scheme_headers)
+        .filter_map(|name| {
+            let value = headers.get(name.as_str())?.to_str().ok()?;
+            Some((name, value.chars().take(1024).collect()))
+        })
+        .collect()
+}
+
+fn owner_token() -> String {
+    format!("{:032x}", fastrand::u128(..))
+}
+
+fn unix_secs(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> {
+    let mut resp = Response::new(Body::Text(body.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn answer_response(answer: &Answer, facts: &Facts) -> Response<Body> {
+    let mut resp = json_response(
+        answer.status(),
+        json!({"status": answer.outcome(), "delivery_id": facts.delivery_id}),
+    );
+    if let Some(after) = answer.retry_after() {
+        let secs = after.as_secs_f64().ceil().max(1.0) as u64;
+        resp.headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    }
+    resp
+}
+
+fn rejection_response(rejection: &Rejection) -> Response<Body> {
+    let mut resp = json_response(
+        rejection.status(),
+        json!({"status": rejection.outcome(), "error": rejection.public_message()}),
+    );
+    match rejection {
+        Rejection::MethodNotAllowed => {
+            resp.headers_mut()
+                .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+        }
+        Rejection::Database(_) | Rejection::Secrets(_) => {
+            resp.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("5"),
+            );
+        }
+        _ => {}
+    }
+    resp
+}
