@@ -1,0 +1,755 @@
+#!/usr/bin/env python3
+"""Writes hookclaim's sample Lambda events, signed with the TEST secrets below.
+
+Python 3 standard library only. Every file is a complete Lambda event that works with both
+`sam local invoke -e events/<file>` and `cargo lambda invoke --data-file events/<file>`.
+
+TEST SECRETS (never use them anywhere real)
+===========================================
+  source  kind      secret                                   key bytes used by the HMAC
+  ------  --------  ---------------------------------------  ------------------------------------
+  stripe  stripe    whsec_hookclaim_stripe_test              the secret string's bytes
+  github  github    hookclaim-github-test-secret             the secret string's bytes
+  svix    standard  whsec_aG9va2NsYWltLXN0YW5kYXJkLXRlc3Qta2V5
+                                                             base64-decoded part after whsec_,
+                                                             i.e. b"hookclaim-standard-test-key"
+  polar   standard  polar_whs_hookclaim_test                 the secret string's bytes (Polar
+                                                             uses its raw secret, no whsec_)
+  acme    hmac      hookclaim-acme-test-secret               the secret string's bytes
+                    (X-Acme-Signature: sha256=<hex>, id in X-Acme-Delivery, type at /event)
+
+The same sources and secrets are written to env.local.json (the `sam local invoke --env-vars`
+file). There, github lists a second, newer secret first (HOOKCLAIM_SECRETS "github":
+["hookclaim-github-next-secret", "hookclaim-github-test-secret"]) so that the samples also
+exercise rotation: the older secret, which signed them, must still verify.
+
+TIMESTAMPS
+==========
+By default every event is signed at the fixed time 1767225600 (2026-01-01T00:00:00Z), so the
+committed files never change; a redelivery is re-signed 60 s later (1767225660), as a sender's
+retry would be. Stripe and Standard Webhooks reject timestamps more than 300 s away, so the
+committed files only verify against a fixed clock (the tests). To send them to a running
+function, re-sign them right before sending:
+
+    python3 scripts/events.py --now --out target/events
+
+`--now` signs the originals 60 s before the current time and the redeliveries at the current
+time. Bodies never depend on the time, so a redelivery's body and id equal the original's.
+
+USAGE
+=====
+    python3 scripts/events.py                 # (re)write events/*.json and env.local.json
+    python3 scripts/events.py --check         # exit 1 if a committed file differs
+    python3 scripts/events.py --now --out target/events   # fresh signatures, for live runs
+    python3 scripts/events.py --manifest      # JSON list: file, function, expected result, in
+                                              # the order to send them
+    python3 scripts/events.py --dotenv        # KEY='value' lines: the webhook function's local
+                                              # environment (e.g. for `cargo lambda watch`)
+
+FILES (events/)
+===============
+  <source>.json             signed delivery (API Gateway HTTP API, payload format 2.0)
+  <source>-redelivery.json  same delivery id and body; timestamped schemes re-signed 60 s later
+  <source>-tampered.json    body altered after signing (expect 401)
+  stripe-rest-v1.json       REST API v1 proxy event (`apigateway aws-proxy` shape)
+  github-function-url.json  Lambda function URL event (a GitHub `ping`)
+  github-base64.json        HTTP API v2 with a base64 body (isBase64Encoded: true)
+  unknown-source.json       well-signed request to /webhooks/nope (expect 404)
+  wrong-method.json         GET through a function URL, which forwards every method (expect 405;
+                            an HTTP API with only the POST route answers 404 itself)
+  retention-scheduled.json  EventBridge rule `Scheduled Event` (`cloudwatch scheduled-event`)
+  retention-scheduler.json  EventBridge Scheduler invocation: the schedule's Input, `{}` in
+                            template.yaml
+  retention-<command>.json  operator commands (run, dry-run, purge, replay, stats, migrate)
+
+stripe-rest-v1, github-function-url and github-base64 carry their own delivery ids, so each is a
+new delivery rather than a duplicate of <source>.json.
+"""
+
+import argparse
+import base64
+import hashlib
+import hmac
+import json
+import os
+import sys
+import time
+
+FIXED_TIMESTAMP = 1767225600  # 2026-01-01T00:00:00Z
+REDELIVERY_DELAY_SECS = 60
+
+SECRETS = {
+    "stripe": "whsec_hookclaim_stripe_test",
+    "github": "hookclaim-github-test-secret",
+    "svix": "whsec_" + base64.b64encode(b"hookclaim-standard-test-key").decode("ascii"),
+    "polar": "polar_whs_hookclaim_test",
+    "acme": "hookclaim-acme-test-secret",
+}
+# Listed first in env.local.json to exercise rotation; nothing is signed with it.
+GITHUB_NEXT_SECRET = "hookclaim-github-next-secret"
+
+SOURCES = {
+    "stripe": {"kind": "stripe", "tolerance_secs": 300},
+    "github": {"kind": "github"},
+    "svix": {"kind": "standard", "tolerance_secs": 300},
+    "polar": {"kind": "standard", "tolerance_secs": 300},
+    "acme": {
+        "kind": "hmac",
+        "signature_header": "X-Acme-Signature",
+        "prefix": "sha256=",
+        "encoding": "hex",
+        "id_header": "X-Acme-Delivery",
+        "event_type_pointer": "/event",
+        "max_body_bytes": 262144,
+    },
+}
+
+LOCAL_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/hookclaim"
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+HTTP_API_ID = "h00kc1a1m0"
+REST_API_ID = "r3stap1h00"
+FUNCTION_URL_ID = "h00kc1a1mfunct10nur1samp1e000001"
+MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+# Delivery ids (deterministic; one per distinct delivery).
+STRIPE_EVENT_ID = "evt_1HookclaimSample000000001"
+STRIPE_REST_EVENT_ID = "evt_1HookclaimSample000000002"
+GITHUB_PUSH_DELIVERY = "6f1c2a4e-9b1d-4c3e-8a57-2d1f0e9c4b7a"
+GITHUB_PING_DELIVERY = "0d8e5b3c-27a4-4f6e-9c1b-83a5d2e7f406"
+GITHUB_BASE64_DELIVERY = "a3b9c7d1-5e2f-4a8b-b6c4-1f0e2d3c4b5a"
+SVIX_MESSAGE_ID = "msg_2hookclaimSvixSample0001"
+POLAR_MESSAGE_ID = "msg_2hookclaimPolarSample001"
+ACME_DELIVERY_ID = "dlv_acme_0001"
+
+
+# --------------------------------------------------------------------------------------------
+# Signing
+
+
+def hmac_sha256(key, message):
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def standard_key(secret):
+    """Standard Webhooks key: whsec_<base64> is decoded; any other secret is used raw (Polar)."""
+    if secret.startswith("whsec_"):
+        return base64.b64decode(secret[len("whsec_"):])
+    return secret.encode("utf-8")
+
+
+def stripe_signature(body, ts):
+    sig = hmac_sha256(SECRETS["stripe"].encode(), b"%d." % ts + body).hex()
+    # Stripe may add a v0 entry (an older scheme); verifiers ignore it. This one verifies nothing.
+    v0 = hashlib.sha256(b"hookclaim-stripe-v0" + body).hexdigest()
+    return "t=%d,v1=%s,v0=%s" % (ts, sig, v0)
+
+
+def github_signatures(body, secret=None):
+    key = (secret or SECRETS["github"]).encode()
+    return {
+        "X-Hub-Signature": "sha1=" + hmac.new(key, body, hashlib.sha1).hexdigest(),
+        "X-Hub-Signature-256": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest(),
+    }
+
+
+def standard_signature(source, msg_id, ts, body):
+    key = standard_key(SECRETS[source])
+    return base64.b64encode(hmac_sha256(key, b"%s.%d." % (msg_id.encode(), ts) + body)).decode()
+
+
+def acme_signature(body):
+    return "sha256=" + hmac_sha256(SECRETS["acme"].encode(), body).hex()
+
+
+# --------------------------------------------------------------------------------------------
+# Bodies (never time-dependent: a redelivery carries the same bytes)
+
+
+def dumps_compact(obj):
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def stripe_body(event_id, session_n, order_id, amount=4900):
+    event = {
+        "id": event_id,
+        "object": "event",
+        "api_version": "2025-03-31.basil",
+        "created": FIXED_TIMESTAMP - 5,
+        "data": {
+            "object": {
+                "id": "cs_test_hookclaim%04d" % session_n,
+                "object": "checkout.session",
+                "amount_subtotal": amount,
+                "amount_total": amount,
+                "currency": "eur",
+                "customer": "cus_hookclaim0001",
+                "customer_details": {"email": "buyer@example.com", "name": "Ada Buyer"},
+                "livemode": False,
+                "metadata": {"order_id": order_id},
+                "mode": "payment",
+                "payment_intent": "pi_hookclaim%04d" % session_n,
+                "payment_status": "paid",
+                "status": "complete",
+            }
+        },
+        "livemode": False,
+        "pending_webhooks": 1,
+        "request": {"id": None, "idempotency_key": None},
+        "type": "checkout.session.completed",
+    }
+    # Stripe sends pretty-printed JSON: a verifier that re-serialises the body breaks here.
+    return json.dumps(event, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+GITHUB_REPOSITORY = {
+    "id": 800000001,
+    "node_id": "R_kgDOHookclaim",
+    "name": "demo",
+    "full_name": "hookclaim/demo",
+    "private": True,
+    "owner": {"login": "hookclaim", "id": 900000001, "type": "Organization"},
+    "default_branch": "main",
+}
+GITHUB_SENDER = {"login": "octo-dev", "id": 900000002, "type": "User"}
+
+
+def github_push_body(n, message):
+    before = hashlib.sha1(b"hookclaim-before-%d" % n).hexdigest()
+    after = hashlib.sha1(b"hookclaim-after-%d" % n).hexdigest()
+    commit = {
+        "id": after,
+        "tree_id": hashlib.sha1(b"hookclaim-tree-%d" % n).hexdigest(),
+        "distinct": True,
+        "message": message,
+        "timestamp": "2025-12-31T23:59:30Z",
+        "author": {"name": "Octo Dev", "email": "octo-dev@example.com", "username": "octo-dev"},
+        "committer": {"name": "Octo Dev", "email": "octo-dev@example.com", "username": "octo-dev"},
+        "added": [],
+        "removed": [],
+        "modified": ["src/invoice.rs"],
+    }
+    return dumps_compact({
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "repository": GITHUB_REPOSITORY,
+        "pusher": {"name": "octo-dev", "email": "octo-dev@example.com"},
+        "sender": GITHUB_SENDER,
+        "created": False,
+        "deleted": False,
+        "forced": False,
+        "base_ref": None,
+        "commits": [commit],
+        "head_commit": commit,
+    })
+
+
+def github_ping_body():
+    return dumps_compact({
+        "zen": "Design for failure.",
+        "hook_id": 500000001,
+        "hook": {
+            "type": "Repository",
+            "id": 500000001,
+            "name": "web",
+            "active": True,
+            "events": ["push"],
+            "config": {"content_type": "json", "insecure_ssl": "0",
+                       "url": "https://%s.lambda-url.%s.on.aws/webhooks/github"
+                              % (FUNCTION_URL_ID, REGION)},
+        },
+        "repository": GITHUB_REPOSITORY,
+        "sender": GITHUB_SENDER,
+    })
+
+
+def svix_body(amount=4900):
+    return dumps_compact({
+        "type": "invoice.paid",
+        "timestamp": "2025-12-31T23:59:55.000000Z",
+        "data": {"id": "inv_hookclaim0001", "customer_id": "cust_0001", "amount": amount,
+                 "currency": "EUR", "metadata": {"order_id": "ord_3001"}},
+    })
+
+
+def polar_body(amount=4900):
+    return dumps_compact({
+        "type": "order.paid",
+        "timestamp": "2025-12-31T23:59:58.123456Z",
+        "data": {
+            "id": "1b7d3f0e-5c2a-4e8b-9f61-0a2c4e6b8d01",
+            "status": "paid",
+            "paid": True,
+            "billing_reason": "purchase",
+            "total_amount": amount,
+            "currency": "usd",
+            "customer": {"id": "6e0a9c1d-2b4f-4a7e-8d35-9c1b2a3f4e50", "email": "buyer@example.com"},
+            "product": {"id": "c2f4e6a8-0b1d-4c3e-a5f7-9e8d7c6b5a41", "name": "hookclaim Pro licence"},
+            "metadata": {"order_id": "ord_2001"},
+        },
+    })
+
+
+def acme_body(amount=4900):
+    # Default json.dumps separators (with spaces) and a non-ASCII name: the MAC covers these
+    # exact UTF-8 bytes.
+    return json.dumps({
+        "event": "invoice.paid",
+        "invoice": {"id": "in_acme_0001", "customer": "Zoë Café", "amount_cents": amount,
+                    "order_id": "ord_4001"},
+        "sent_at": "2025-12-31T23:59:59Z",
+    }, ensure_ascii=False).encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------
+# Event envelopes
+
+
+def clf_time(ts):
+    """API Gateway's requestContext time, e.g. 01/Jan/2026:00:00:00 +0000."""
+    t = time.gmtime(ts)
+    return "%02d/%s/%04d:%02d:%02d:%02d +0000" % (
+        t.tm_mday, MONTHS[t.tm_mon - 1], t.tm_year, t.tm_hour, t.tm_min, t.tm_sec)
+
+
+def iso_time(ts):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def fake_uuid(seed):
+    h = hashlib.sha256(seed.encode()).hexdigest()
+    return "%s-%s-4%s-a%s-%s" % (h[0:8], h[8:12], h[13:16], h[17:20], h[20:32])
+
+
+def http_api_request_id(seed):
+    return base64.b64encode(hashlib.sha256(seed.encode()).digest()[:10]).decode().rstrip("=") + "="
+
+
+def trace_id(seed, ts):
+    return "Root=1-%08x-%s" % (ts, hashlib.sha256(seed.encode()).hexdigest()[:24])
+
+
+class Request:
+    """One HTTP request as the sender makes it: canonical-case headers and the exact body bytes."""
+
+    def __init__(self, method, source, headers, body, source_ip):
+        self.method = method
+        self.source = source
+        self.path = "/webhooks/" + source
+        self.headers = headers  # list of (Name, value), sender's casing
+        self.body = body        # bytes, or None for no body
+        self.source_ip = source_ip
+
+    def user_agent(self):
+        for name, value in self.headers:
+            if name.lower() == "user-agent":
+                return value
+        return ""
+
+    def body_fields(self, base64_body):
+        if self.body is None:
+            return {"isBase64Encoded": False}
+        if base64_body:
+            return {"body": base64.b64encode(self.body).decode("ascii"), "isBase64Encoded": True}
+        return {"body": self.body.decode("utf-8"), "isBase64Encoded": False}
+
+    def transport_headers(self, host, seed, ts):
+        extra = [("Host", host)]
+        if self.body is not None:
+            extra.append(("Content-Length", str(len(self.body))))
+        extra += [
+            ("X-Amzn-Trace-Id", trace_id(seed, ts)),
+            ("X-Forwarded-For", self.source_ip),
+            ("X-Forwarded-Port", "443"),
+            ("X-Forwarded-Proto", "https"),
+        ]
+        return self.headers + extra
+
+
+def http_api_v2(req, ts, seed, base64_body=False):
+    """API Gateway HTTP API, payload format 2.0 (`sam local generate-event apigateway http-api-proxy`)."""
+    host = "%s.execute-api.%s.amazonaws.com" % (HTTP_API_ID, REGION)
+    route_key = "POST /webhooks/{source}"
+    headers = {k.lower(): v for k, v in req.transport_headers(host, seed, ts)}
+    event = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": req.path,
+        "rawQueryString": "",
+        "headers": headers,
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "apiId": HTTP_API_ID,
+            "domainName": host,
+            "domainPrefix": HTTP_API_ID,
+            "http": {"method": req.method, "path": req.path, "protocol": "HTTP/1.1",
+                     "sourceIp": req.source_ip, "userAgent": req.user_agent()},
+            "requestId": http_api_request_id(seed),
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": clf_time(ts),
+            "timeEpoch": ts * 1000,
+        },
+        "pathParameters": {"source": req.source},
+    }
+    event.update(req.body_fields(base64_body))
+    return event
+
+
+def rest_api_v1(req, ts, seed):
+    """API Gateway REST API proxy integration (`sam local generate-event apigateway aws-proxy`)."""
+    host = "%s.execute-api.%s.amazonaws.com" % (REST_API_ID, REGION)
+    headers = req.transport_headers(host, seed, ts)
+    event = {
+        "resource": "/webhooks/{source}",
+        "path": req.path,
+        "httpMethod": req.method,
+        "headers": dict(headers),
+        "multiValueHeaders": {k: [v] for k, v in headers},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": {"source": req.source},
+        "stageVariables": None,
+        "requestContext": {
+            "resourceId": "w3bh00",
+            "resourcePath": "/webhooks/{source}",
+            "httpMethod": req.method,
+            "extendedRequestId": http_api_request_id(seed + "/extended"),
+            "requestTime": clf_time(ts),
+            "path": "/prod" + req.path,
+            "accountId": ACCOUNT,
+            "protocol": "HTTP/1.1",
+            "stage": "prod",
+            "domainPrefix": REST_API_ID,
+            "requestTimeEpoch": ts * 1000,
+            "requestId": fake_uuid(seed),
+            "identity": {
+                "cognitoIdentityPoolId": None,
+                "accountId": None,
+                "cognitoIdentityId": None,
+                "caller": None,
+                "sourceIp": req.source_ip,
+                "principalOrgId": None,
+                "accessKey": None,
+                "cognitoAuthenticationType": None,
+                "cognitoAuthenticationProvider": None,
+                "userArn": None,
+                "userAgent": req.user_agent(),
+                "user": None,
+            },
+            "domainName": host,
+            "apiId": REST_API_ID,
+        },
+    }
+    event.update(req.body_fields(False))
+    return event
+
+
+def function_url(req, ts, seed, base64_body=False):
+    """Lambda function URL (payload format 2.0, routeKey $default, no pathParameters)."""
+    host = "%s.lambda-url.%s.on.aws" % (FUNCTION_URL_ID, REGION)
+    headers = {k.lower(): v for k, v in req.transport_headers(host, seed, ts)}
+    headers["x-amzn-tls-cipher-suite"] = "TLS_AES_128_GCM_SHA256"
+    headers["x-amzn-tls-version"] = "TLSv1.3"
+    event = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": req.path,
+        "rawQueryString": "",
+        "headers": headers,
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": FUNCTION_URL_ID,
+            "domainName": host,
+            "domainPrefix": FUNCTION_URL_ID,
+            "http": {"method": req.method, "path": req.path, "protocol": "HTTP/1.1",
+                     "sourceIp": req.source_ip, "userAgent": req.user_agent()},
+            "requestId": fake_uuid(seed),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": clf_time(ts),
+            "timeEpoch": ts * 1000,
+        },
+    }
+    event.update(req.body_fields(base64_body))
+    return event
+
+
+def scheduled_event(ts):
+    """EventBridge rule schedule (`sam local generate-event cloudwatch scheduled-event`)."""
+    return {
+        "version": "0",
+        "id": fake_uuid("retention-scheduled-%d" % ts),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": ACCOUNT,
+        "time": iso_time(ts),
+        "region": REGION,
+        "resources": ["arn:aws:events:%s:%s:rule/hookclaim-retention" % (REGION, ACCOUNT)],
+        "detail": {},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Senders' requests
+
+
+def stripe_request(body, ts):
+    return Request("POST", "stripe", [
+        ("Accept", "*/*; q=0.5, application/xml"),
+        ("Cache-Control", "no-cache"),
+        ("Content-Type", "application/json; charset=utf-8"),
+        ("Stripe-Signature", stripe_signature(body, ts)),
+        ("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)"),
+    ], body, "203.0.113.10")
+
+
+def github_request(body, delivery, event, source="github"):
+    sigs = github_signatures(body)
+    return Request("POST", source, [
+        ("Accept", "*/*"),
+        ("Content-Type", "application/json"),
+        ("User-Agent", "GitHub-Hookshot/7c3d2a1"),
+        ("X-GitHub-Delivery", delivery),
+        ("X-GitHub-Event", event),
+        ("X-GitHub-Hook-ID", "500000001"),
+        ("X-GitHub-Hook-Installation-Target-ID", "800000001"),
+        ("X-GitHub-Hook-Installation-Target-Type", "repository"),
+        ("X-Hub-Signature", sigs["X-Hub-Signature"]),
+        ("X-Hub-Signature-256", sigs["X-Hub-Signature-256"]),
+    ], body, "203.0.113.20")
+
+
+def svix_request(body, ts):
+    # A `v1a` (asymmetric) entry comes first: verifiers skip it and match the `v1` entry.
+    v1a = base64.b64encode(hashlib.sha512(b"hookclaim-v1a" + body).digest()).decode()
+    sig = standard_signature("svix", SVIX_MESSAGE_ID, ts, body)
+    return Request("POST", "svix", [
+        ("Content-Type", "application/json"),
+        ("User-Agent", "Svix-Webhooks/1.0"),
+        ("webhook-id", SVIX_MESSAGE_ID),
+        ("webhook-timestamp", str(ts)),
+        ("webhook-signature", "v1a,%s v1,%s" % (v1a, sig)),
+    ], body, "203.0.113.30")
+
+
+def polar_request(body, ts):
+    sig = standard_signature("polar", POLAR_MESSAGE_ID, ts, body)
+    return Request("POST", "polar", [
+        ("Content-Type", "application/json"),
+        ("User-Agent", "polar-webhooks/1.0"),
+        ("webhook-id", POLAR_MESSAGE_ID),
+        ("webhook-timestamp", str(ts)),
+        ("webhook-signature", "v1," + sig),
+    ], body, "203.0.113.40")
+
+
+def acme_request(body):
+    return Request("POST", "acme", [
+        ("Content-Type", "application/json; charset=utf-8"),
+        ("User-Agent", "Acme-Webhooks/2.3"),
+        ("X-Acme-Delivery", ACME_DELIVERY_ID),
+        ("X-Acme-Signature", acme_signature(body)),
+    ], body, "203.0.113.50")
+
+
+def tampered(req, body):
+    """The same request (headers and signature untouched) with another body."""
+    return Request(req.method, req.source, list(req.headers), body, req.source_ip)
+
+
+# --------------------------------------------------------------------------------------------
+# The catalogue: (file, function, expected, event). Order = the order to send them in.
+
+
+def build(base_ts):
+    t0 = base_ts
+    t1 = base_ts + REDELIVERY_DELAY_SECS
+    out = []
+
+    def add(name, function, expected, event):
+        out.append((name, function, expected, event))
+
+    # stripe
+    body = stripe_body(STRIPE_EVENT_ID, 1, "ord_1001")
+    add("stripe.json", "webhook", "200 new delivery, done",
+        http_api_v2(stripe_request(body, t0), t0, "stripe"))
+    add("stripe-redelivery.json", "webhook", "200 duplicate (re-signed 60 s later)",
+        http_api_v2(stripe_request(body, t1), t1, "stripe-redelivery"))
+    add("stripe-tampered.json", "webhook", "401 bad signature",
+        http_api_v2(tampered(stripe_request(body, t0),
+                             stripe_body(STRIPE_EVENT_ID, 1, "ord_1001", amount=1)),
+                    t0, "stripe-tampered"))
+
+    # github
+    body = github_push_body(1, "Fix rounding in invoice totals")
+    add("github.json", "webhook", "200 new delivery, done",
+        http_api_v2(github_request(body, GITHUB_PUSH_DELIVERY, "push"), t0, "github"))
+    add("github-redelivery.json", "webhook", "200 duplicate (same signature: no timestamp)",
+        http_api_v2(github_request(body, GITHUB_PUSH_DELIVERY, "push"), t1, "github-redelivery"))
+    forged = github_push_body(1, "Fix rounding in invoice totals; also pay me")
+    add("github-tampered.json", "webhook", "401 bad signature",
+        http_api_v2(tampered(github_request(body, GITHUB_PUSH_DELIVERY, "push"), forged),
+                    t0, "github-tampered"))
+
+    # svix (Standard Webhooks, whsec_ secret)
+    body = svix_body()
+    add("svix.json", "webhook", "200 new delivery, done",
+        http_api_v2(svix_request(body, t0), t0, "svix"))
+    add("svix-redelivery.json", "webhook", "200 duplicate (re-signed 60 s later)",
+        http_api_v2(svix_request(body, t1), t1, "svix-redelivery"))
+    add("svix-tampered.json", "webhook", "401 bad signature",
+        http_api_v2(tampered(svix_request(body, t0), svix_body(amount=1)), t0, "svix-tampered"))
+
+    # polar (Standard Webhooks, raw secret)
+    body = polar_body()
+    add("polar.json", "webhook", "200 new delivery, done",
+        http_api_v2(polar_request(body, t0), t0, "polar"))
+    add("polar-redelivery.json", "webhook", "200 duplicate (re-signed 60 s later)",
+        http_api_v2(polar_request(body, t1), t1, "polar-redelivery"))
+    add("polar-tampered.json", "webhook", "401 bad signature",
+        http_api_v2(tampered(polar_request(body, t0), polar_body(amount=1)), t0, "polar-tampered"))
+
+    # acme (generic HMAC)
+    body = acme_body()
+    add("acme.json", "webhook", "200 new delivery, done",
+        http_api_v2(acme_request(body), t0, "acme"))
+    add("acme-redelivery.json", "webhook", "200 duplicate (same signature: no timestamp)",
+        http_api_v2(acme_request(body), t1, "acme-redelivery"))
+    add("acme-tampered.json", "webhook", "401 bad signature",
+        http_api_v2(tampered(acme_request(body), acme_body(amount=1)), t0, "acme-tampered"))
+
+    # other envelopes, each a new delivery
+    body = stripe_body(STRIPE_REST_EVENT_ID, 2, "ord_1002")
+    add("stripe-rest-v1.json", "webhook", "200 new delivery, done (REST API v1 event)",
+        rest_api_v1(stripe_request(body, t0), t0, "stripe-rest-v1"))
+    add("github-function-url.json", "webhook", "200 new delivery, done (function URL event)",
+        function_url(github_request(github_ping_body(), GITHUB_PING_DELIVERY, "ping"),
+                     t0, "github-function-url"))
+    add("github-base64.json", "webhook", "200 new delivery, done (base64 body)",
+        http_api_v2(github_request(github_push_body(2, "Add licence issuing"),
+                                   GITHUB_BASE64_DELIVERY, "push"),
+                    t0, "github-base64", base64_body=True))
+
+    # refusals
+    body = github_push_body(3, "Nobody configured this source")
+    add("unknown-source.json", "webhook", "404 unknown source",
+        http_api_v2(github_request(body, "f2e4c6a8-1b3d-4e5f-8a7b-9c0d1e2f3a4b", "push",
+                                   source="nope"), t0, "unknown-source"))
+    get = Request("GET", "github", [("Accept", "*/*"), ("User-Agent", "curl/8.5.0")], None,
+                  "198.51.100.7")
+    add("wrong-method.json", "webhook", "405 method not allowed (function URL event)",
+        function_url(get, t0, "wrong-method"))
+
+    # retention
+    add("retention-scheduled.json", "retention", "run report (EventBridge rule payload ignored)",
+        scheduled_event(t0))
+    add("retention-scheduler.json", "retention", "run report (EventBridge Scheduler Input {})", {})
+    add("retention-run.json", "retention", "run report", {"command": "run"})
+    add("retention-dry-run.json", "retention", "dry-run report, nothing changed",
+        {"command": "dry_run"})
+    add("retention-stats.json", "retention", "counts by source and status", {"command": "stats"})
+    add("retention-replay.json", "retention", "replays the stripe sample delivery",
+        {"command": "replay", "source": "stripe", "delivery_id": STRIPE_EVENT_ID, "force": False})
+    add("retention-purge.json", "retention", "purge report (done/dead rows older than 7 days)",
+        {"command": "purge", "older_than_days": 7})
+    add("retention-migrate.json", "retention", "migrations applied (none pending)",
+        {"command": "migrate"})
+    return out
+
+
+def local_environment():
+    """The `sam local invoke --env-vars` document: logical function ids, plus Parameters for all."""
+    secrets = dict(SECRETS)
+    secrets["github"] = [GITHUB_NEXT_SECRET, SECRETS["github"]]
+    return {
+        "Parameters": {
+            "DATABASE_URL": LOCAL_DATABASE_URL,
+            "DATABASE_SECRET_ARN": "",
+            "DATABASE_TLS": "disable",
+            "DATABASE_CA_FILE": "",
+            "DATABASE_IAM_AUTH": "false",
+            "HOOKCLAIM_SOURCES": json.dumps(SOURCES, separators=(",", ":")),
+            "HOOKCLAIM_PROCESSOR": "store",
+        },
+        "WebhookFunction": {
+            "HOOKCLAIM_SECRETS": json.dumps(secrets, separators=(",", ":")),
+            "HOOKCLAIM_SECRETS_ARN": "",
+        },
+        "RetentionFunction": {},
+    }
+
+
+def render(obj):
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.path.join(repo, "events"),
+                        help="directory to write the events to (default: events/)")
+    parser.add_argument("--now", action="store_true",
+                        help="sign at the current time instead of %d" % FIXED_TIMESTAMP)
+    parser.add_argument("--check", action="store_true",
+                        help="regenerate in memory; exit 1 if any file in --out (or env.local.json) differs")
+    parser.add_argument("--manifest", action="store_true",
+                        help="print the files in sending order with their function and expected result")
+    parser.add_argument("--dotenv", action="store_true",
+                        help="print the webhook function's local environment as KEY='value' lines")
+    args = parser.parse_args()
+
+    if args.check and args.now:
+        parser.error("--check compares the fixed-timestamp files; it cannot be combined with --now")
+
+    base_ts = FIXED_TIMESTAMP
+    if args.now:
+        base_ts = int(time.time()) - REDELIVERY_DELAY_SECS
+    catalogue = build(base_ts)
+
+    if args.manifest:
+        rows = [{"file": n, "function": f, "expected": e} for n, f, e, _ in catalogue]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    if args.dotenv:
+        env = local_environment()
+        merged = dict(env["Parameters"])
+        merged.update(env["WebhookFunction"])
+        for key, value in merged.items():
+            if value:
+                sys.stdout.write("%s='%s'\n" % (key, value))
+        return 0
+
+    files = [(os.path.join(args.out, name), render(event)) for name, _, _, event in catalogue]
+    if not args.now:
+        files.append((os.path.join(repo, "env.local.json"), render(local_environment())))
+
+    if args.check:
+        stale = []
+        for path, data in files:
+            try:
+                with open(path, "rb") as f:
+                    if f.read() != data:
+                        stale.append(path)
+            except FileNotFoundError:
+                stale.append(path)
+        for path in stale:
+            sys.stderr.write("differs or missing: %s\n" % os.path.relpath(path))
+        if stale:
+            sys.stderr.write("run `python3 scripts/events.py` to regenerate\n")
+            return 1
+        print("%d files up to date" % len(files))
+        return 0
+
+    os.makedirs(args.out, exist_ok=True)
+    for path, data in files:
+        with open(path, "wb") as f:
+            f.write(data)
+    print("wrote %d files (signed at %d)" % (len(files), base_ts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
