@@ -81,10 +81,10 @@ pub enum DbError {
     #[error("database operation timed out")]
     Timeout,
     /// The connection broke and the one retry did not succeed either.
-    #[error("database connection lost: {0}")]
+    #[error("database connection lost: {}", describe(.0))]
     Connection(tokio_postgres::Error),
     /// The server rejected the statement (a bug, a constraint, or a server-side timeout).
-    #[error("database error: {0}")]
+    #[error("database error: {}", describe(.0))]
     Query(tokio_postgres::Error),
     /// The TLS setup could not be built (unreadable or invalid CA file).
     #[error("TLS setup failed: {0}")]

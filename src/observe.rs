@@ -4,7 +4,6 @@
 //! delivery id, event type, outcome, attempt, latency) and an EMF document, so CloudWatch counts
 //! outcomes per source without a metrics API call.
 
-use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
@@ -112,12 +111,12 @@ pub fn emf_block(now: SystemTime, dimensions: &[&str], metrics: Vec<Value>) -> V
     })
 }
 
-/// Writes one JSON line to stdout in a single write, so lines from concurrent tasks never
-/// interleave.
+/// Writes one JSON line to stdout under the stdout lock, so lines from concurrent tasks never
+/// interleave. (`print!` rather than a raw write, so test harnesses capture it.)
 pub fn emit(line: &Value) {
     let mut text = line.to_string();
     text.push('\n');
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    print!("{text}");
 }
 
 #[cfg(test)]

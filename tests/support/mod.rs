@@ -65,9 +65,12 @@ impl PgServer {
             .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"])
             .arg("--no-instructions");
         run(&mut initdb, "initdb");
+        // fsync off is safe for a throwaway cluster whose machine does not crash; synchronous
+        // commit stays on, because the fault tests stop the server in immediate mode and a
+        // commit that was answered must survive that.
         let mut conf = String::from(
             "listen_addresses = '127.0.0.1'\nmax_connections = 300\nfsync = off\n\
-             synchronous_commit = off\nfull_page_writes = off\nshared_buffers = 128MB\n\
+             full_page_writes = off\nshared_buffers = 128MB\n\
              shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n\
              log_min_messages = warning\nunix_socket_directories = ''\n",
         );
@@ -332,4 +335,198 @@ pub async fn eventually(limit: Duration, mut f: impl AsyncFnMut() -> bool) -> bo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// The local configuration the sample events are signed for (`env.local.json`): the common
+/// parameters plus the webhook function's own.
+pub fn local_env() -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/env.local.json"))
+        .expect("read env.local.json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("env.local.json is JSON");
+    let mut env = std::collections::BTreeMap::new();
+    for section in ["Parameters", "WebhookFunction"] {
+        if let Some(obj) = v[section].as_object() {
+            for (k, val) in obj {
+                env.insert(k.clone(), val.as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    env
+}
+
+/// The local configuration over database `url`, with `overrides` applied.
+pub fn config(url: &str, overrides: &[(&str, &str)]) -> hookclaim::config::Config {
+    let mut env = local_env();
+    env.insert("DATABASE_URL".into(), url.into());
+    for (k, v) in overrides {
+        env.insert(k.to_string(), v.to_string());
+    }
+    hookclaim::config::Config::from_lookup(|k| env.get(k).cloned()).expect("test configuration")
+}
+
+/// The time the committed sample events were signed at (see scripts/events.py).
+pub const EVENTS_SIGNED_AT: u64 = 1_767_225_600;
+
+/// A clock 90 s after the samples were signed: originals and their redeliveries (signed 60 s
+/// later) are both within tolerance.
+pub fn events_clock() -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_secs(EVENTS_SIGNED_AT + 90)
+}
+
+/// A webhook handler over `url` (one simulated execution environment).
+pub async fn webhook<P: hookclaim::processor::Processor>(
+    url: &str,
+    overrides: &[(&str, &str)],
+    processor: P,
+) -> hookclaim::webhook::Webhook<P> {
+    let config = config(url, overrides);
+    hookclaim::environment::webhook(&config, processor)
+        .await
+        .expect("webhook cold start")
+        .with_clock(events_clock)
+}
+
+/// Loads `events/<name>.json` as the runtime would deliver it.
+pub fn event(name: &str) -> lambda_http::Request {
+    let path = format!("{}/events/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    lambda_http::request::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A response's status and parsed JSON body.
+pub fn answer(resp: &lambda_http::Response<lambda_http::Body>) -> (u16, serde_json::Value) {
+    let body: &[u8] = resp.body().as_ref();
+    let json = serde_json::from_slice(body).unwrap_or(serde_json::Value::Null);
+    (resp.status().as_u16(), json)
+}
+
+/// The three event formats the function accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// API Gateway HTTP API, payload format 2.0.
+    HttpApiV2,
+    /// API Gateway REST API proxy integration (v1).
+    RestV1,
+    /// Lambda function URL.
+    FunctionUrl,
+}
+
+/// Builds an event of `format` for `method path` with `headers` and `body`.
+pub fn request(
+    format: Format,
+    method: &str,
+    source: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    base64_body: bool,
+) -> lambda_http::Request {
+    use base64::Engine as _;
+    let path = format!("/webhooks/{source}");
+    let body_field = if base64_body {
+        serde_json::json!(base64::engine::general_purpose::STANDARD.encode(body))
+    } else {
+        serde_json::json!(String::from_utf8(body.to_vec()).expect("text body"))
+    };
+    let hdrs: serde_json::Map<String, serde_json::Value> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .collect();
+    let event = match format {
+        Format::HttpApiV2 | Format::FunctionUrl => {
+            let url = format == Format::FunctionUrl;
+            let mut e = serde_json::json!({
+                "version": "2.0",
+                "routeKey": if url { "$default".to_string() } else { "POST /webhooks/{source}".to_string() },
+                "rawPath": path,
+                "rawQueryString": "",
+                "headers": hdrs,
+                "requestContext": {
+                    "accountId": if url { "anonymous" } else { "123456789012" },
+                    "apiId": "abc",
+                    "domainName": if url { "abc.lambda-url.us-east-1.on.aws" } else { "abc.execute-api.us-east-1.amazonaws.com" },
+                    "domainPrefix": "abc",
+                    "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
+                             "sourceIp": "127.0.0.1", "userAgent": "test"},
+                    "requestId": "req", "routeKey": "$default", "stage": "$default",
+                    "time": "01/Jan/2026:00:00:00 +0000", "timeEpoch": 1767225600000u64
+                },
+                "body": body_field,
+                "isBase64Encoded": base64_body
+            });
+            if !url {
+                e["pathParameters"] = serde_json::json!({"source": source});
+            }
+            e
+        }
+        Format::RestV1 => serde_json::json!({
+            "resource": "/webhooks/{source}",
+            "path": path,
+            "httpMethod": method,
+            "headers": hdrs,
+            "multiValueHeaders": headers.iter().map(|(k, v)| (k.to_string(), serde_json::json!([v]))).collect::<serde_json::Map<_, _>>(),
+            "queryStringParameters": null,
+            "multiValueQueryStringParameters": null,
+            "pathParameters": {"source": source},
+            "stageVariables": null,
+            "requestContext": {
+                "accountId": "123456789012", "resourceId": "r", "stage": "prod",
+                "requestId": "req", "identity": {"sourceIp": "127.0.0.1"},
+                "resourcePath": "/webhooks/{source}", "httpMethod": method,
+                "apiId": "abc", "path": format!("/prod{path}")
+            },
+            "body": body_field,
+            "isBase64Encoded": base64_body
+        }),
+    };
+    lambda_http::request::from_str(&event.to_string()).expect("valid event")
+}
+
+/// The GitHub test secret from env.local.json (older of the rotated pair).
+pub const GITHUB_SECRET: &str = "hookclaim-github-test-secret";
+
+/// GitHub's signature header value for `body` under `secret`.
+pub fn github_signature(secret: &str, body: &[u8]) -> String {
+    use hmac::Mac as _;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// A GitHub-signed request in `format` with delivery id `id`.
+pub fn github_request(
+    format: Format,
+    id: &str,
+    body: &[u8],
+    base64_body: bool,
+) -> lambda_http::Request {
+    let sig = github_signature(GITHUB_SECRET, body);
+    request(
+        format,
+        "POST",
+        "github",
+        &[
+            ("content-type", "application/json"),
+            ("x-github-event", "push"),
+            ("x-github-delivery", id),
+            ("x-hub-signature-256", &sig),
+        ],
+        body,
+        base64_body,
+    )
+}
+
+/// Number of rows in the delivery table.
+pub async fn delivery_count(c: &Client) -> i64 {
+    c.query_one("SELECT count(*) FROM hookclaim_deliveries", &[])
+        .await
+        .expect("count")
+        .get(0)
+}
+
+/// (status, attempt, last_error) of one delivery.
+pub async fn row(c: &Client, source: &str, id: &str) -> Option<(String, i32, Option<String>)> {
+    hookclaim::store::state(c, source, id)
+        .await
+        .expect("read state")
+        .map(|s| (s.status, s.attempt, s.last_error))
 }

@@ -1,0 +1,295 @@
+//! The environment's one connection under trouble: a terminated backend, a database that is
+//! down or hangs, and TLS verification against a server with a test CA.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use hookclaim::db::{Database, TlsMode};
+use hookclaim::processor::{Licences, StoreOnly};
+use support::{answer, delivery_count, github_request, Format, PgServer, TestDb};
+
+#[tokio::test]
+async fn a_terminated_backend_is_replaced_by_exactly_one_new_connection() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], Licences).await;
+    let admin = db.client().await;
+    let first = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "d1",
+            br#"{"order_id":"o1"}"#,
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&first).0, 200);
+    let connects = hook.database().connect_count();
+
+    // Between invocations the server drops the function's connection (as a failover, an idle
+    // timeout or a proxy would while the environment is frozen).
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1);
+
+    let second = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "d2",
+            br#"{"order_id":"o2"}"#,
+            false,
+        ))
+        .await;
+
+    assert_eq!(answer(&second).0, 200);
+    assert_eq!(
+        hook.database().connect_count(),
+        connects + 1,
+        "exactly one new connection"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_that_dies_mid_claim_is_retried_once_on_a_new_connection() {
+    // The socket dies without the client noticing (no FIN seen yet): the first statement fails
+    // at the I/O level, the retry succeeds on a fresh connection.
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], StoreOnly).await;
+    let admin = db.client().await;
+    for round in 0..20 {
+        admin
+            .batch_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .await
+            .unwrap();
+        let id = format!("round-{round}");
+        let resp = hook
+            .handle(github_request(Format::HttpApiV2, &id, b"{}", false))
+            .await;
+        assert_eq!(answer(&resp).0, 200, "round {round}");
+    }
+}
+
+#[tokio::test]
+async fn database_down_answers_503_within_the_connect_timeout_and_a_redelivery_succeeds_after() {
+    let server = PgServer::start();
+    let url = server.url("postgres");
+    let hook = support::webhook(&url, &[("DATABASE_CONNECT_TIMEOUT_MS", "1000")], StoreOnly).await;
+    let ok = hook
+        .handle(github_request(Format::HttpApiV2, "before", b"{}", false))
+        .await;
+    assert_eq!(answer(&ok).0, 200);
+
+    server.stop_immediate();
+    let started = Instant::now();
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "during", b"{}", false))
+        .await;
+    let took = started.elapsed();
+
+    let (status, json) = answer(&resp);
+    assert_eq!(status, 503);
+    assert_eq!(
+        json,
+        serde_json::json!({"status": "unavailable", "error": "temporarily unavailable"})
+    );
+    assert!(resp.headers().contains_key("retry-after"));
+    // One failed statement, one reconnect attempt bounded by the connect timeout.
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+
+    server.start_existing();
+    let again = hook
+        .handle(github_request(Format::HttpApiV2, "during", b"{}", false))
+        .await;
+    assert_eq!(
+        answer(&again).0,
+        200,
+        "the sender's retry succeeds once the database is back"
+    );
+    let c = support::connect(&url).await;
+    assert_eq!(
+        delivery_count(&c).await,
+        2,
+        "nothing was half-written while it was down"
+    );
+}
+
+#[tokio::test]
+async fn a_database_that_accepts_but_never_answers_gets_503_within_the_connect_timeout() {
+    // A listener that accepts TCP connections and then says nothing, like a black-holed proxy.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    let hook = support::webhook(&url, &[("DATABASE_CONNECT_TIMEOUT_MS", "500")], StoreOnly).await;
+
+    let started = Instant::now();
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "hang", b"{}", false))
+        .await;
+
+    assert_eq!(answer(&resp).0, 503);
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "took {:?}",
+        started.elapsed()
+    );
+    hold.abort();
+}
+
+/// A test CA and a server certificate for `host`, written to `dir`.
+fn make_certs(dir: &std::path::Path, host: &str) {
+    let sh = |args: &str| {
+        let st = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{args}");
+    };
+    sh(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=hookclaim test CA' \
+        -keyout ca.key -out ca.crt 2>/dev/null",
+    );
+    sh(&format!(
+        "openssl req -newkey rsa:2048 -nodes -subj '/CN={host}' -keyout server.key -out server.csr 2>/dev/null && \
+         printf 'subjectAltName=DNS:{host}\\nbasicConstraints=CA:FALSE\\n' > ext.cnf && \
+         openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+           -extfile ext.cnf -out server.crt 2>/dev/null"
+    ));
+}
+
+fn tls_server(host: &str) -> (PgServer, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("hookclaim-tls-{:08x}", fastrand::u32(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    make_certs(&dir, host);
+    // The server reads its key as the postgres user, and insists on 0600.
+    let _ = std::process::Command::new("chown")
+        .arg("-R")
+        .arg("postgres:")
+        .arg(&dir)
+        .status();
+    let _ = std::process::Command::new("chmod")
+        .arg("755")
+        .arg(&dir)
+        .status();
+    let _ = std::process::Command::new("chmod")
+        .arg("600")
+        .arg(dir.join("server.key"))
+        .status();
+    let server = PgServer::start_with(&[
+        "ssl = on",
+        &format!("ssl_cert_file = '{}'", dir.join("server.crt").display()),
+        &format!("ssl_key_file = '{}'", dir.join("server.key").display()),
+    ]);
+    (server, dir)
+}
+
+async fn connect_with(
+    port: u16,
+    host: &str,
+    mode: TlsMode,
+    ca: Option<std::path::PathBuf>,
+) -> Result<(), String> {
+    let mut pg = tokio_postgres::Config::new();
+    pg.host(host).port(port).user("postgres").dbname("postgres");
+    let db = Database::new(hookclaim::db::DbSettings {
+        pg,
+        tls: mode,
+        ca_file: ca,
+        connect_timeout: Duration::from_secs(3),
+        statement_timeout: Duration::from_secs(3),
+        keepalive_idle: Duration::from_secs(30),
+    })
+    .map_err(|e| e.to_string())?;
+    let mut session = db.session().await;
+    let ssl: bool = session
+        .run(|c, _| {
+            Box::pin(async move {
+                Ok(c.query_one(
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .await?
+                .get(0))
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    if ssl {
+        Ok(())
+    } else {
+        Err("connected without TLS".into())
+    }
+}
+
+#[tokio::test]
+async fn verify_full_connects_with_the_right_ca_and_refuses_a_wrong_ca_or_host() {
+    let (server, dir) = tls_server("localhost");
+
+    connect_with(
+        server.port,
+        "localhost",
+        TlsMode::VerifyFull,
+        Some(dir.join("ca.crt")),
+    )
+    .await
+    .expect("verify-full with the test CA");
+    connect_with(server.port, "localhost", TlsMode::Require, None)
+        .await
+        .expect("require encrypts without checking");
+
+    // Another CA that did not sign the server's certificate.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    make_certs(&other, "localhost");
+    let err = connect_with(
+        server.port,
+        "localhost",
+        TlsMode::VerifyFull,
+        Some(other.join("ca.crt")),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("cannot connect") && err.to_lowercase().contains("certificate"),
+        "{err}"
+    );
+
+    // The right CA, but the certificate names another host.
+    let err = connect_with(
+        server.port,
+        "127.0.0.1",
+        TlsMode::VerifyFull,
+        Some(dir.join("ca.crt")),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("cannot connect"), "{err}");
+
+    // A missing CA file stops the cold start with a clear message.
+    let err = connect_with(
+        server.port,
+        "localhost",
+        TlsMode::VerifyFull,
+        Some(dir.join("missing.pem")),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("missing.pem"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
