@@ -434,3 +434,270 @@ pub async fn state(
         has_payload: r.get(3),
     }))
 }
+
+const RECLAIM_NEXT_FOR_RUN: &str = concat!(
+    "UPDATE hookclaim_deliveries AS d
+    SET status = 'processing', attempt = d.attempt + 1, lease_owner = $1,
+        lease_until = now() + make_interval(secs => $2), next_attempt_at = NULL,
+        updated_at = now()
+  WHERE (d.source, d.delivery_id) = (
+        SELECT source, delivery_id FROM hookclaim_deliveries AS c
+         WHERE ",
+    takeover_condition!("c"),
+    "
+           AND c.lease_owner IS DISTINCT FROM $1
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED)
+    AND ",
+    takeover_condition!("d"),
+    "
+    AND d.lease_owner IS DISTINCT FROM $1
+RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error"
+);
+
+/// [`reclaim_next`] for a retention run that uses one owner token for all its reclaims: rows
+/// this owner already holds or held are skipped, so each due delivery gets at most one attempt
+/// per run however short its backoff, and a poison delivery cannot spin through all its attempts
+/// in one run. Same takeover rule otherwise.
+pub async fn reclaim_next_for_run(
+    client: &(impl GenericClient + Sync),
+    claimant: Claimant<'_>,
+) -> Result<Option<StoredDelivery>, Error> {
+    let lease_secs = claimant.lease.as_secs_f64();
+    let row = client
+        .query_typed_opt(
+            RECLAIM_NEXT_FOR_RUN,
+            &[(&claimant.owner, Type::TEXT), (&lease_secs, Type::FLOAT8)],
+        )
+        .await?;
+    Ok(row.as_ref().map(StoredDelivery::from_row))
+}
+
+/// Deletes one batch of finished rows, oldest first.
+///
+/// Rows are addressed by `ctid`: the inner SELECT walks the partial `completed_at` index once and
+/// locks what it picks, so the DELETE reaches each tuple directly (a TID scan) instead of a second
+/// descent of the text primary key per row. The lock guarantees the picked tuples cannot move or
+/// change before the DELETE in the same statement. `SKIP LOCKED` steps over rows a concurrent
+/// claim holds (a redelivery of an old key), so the purge never waits on a claim, and the batch is
+/// its own short autocommit statement, so a claim never waits on the purge for longer than that.
+const PURGE_BATCH: &str = "DELETE FROM hookclaim_deliveries
+ WHERE ctid = ANY(ARRAY(
+       SELECT ctid FROM hookclaim_deliveries
+        WHERE status IN ('done', 'dead')
+          AND completed_at < now() - make_interval(secs => $1)
+        ORDER BY completed_at
+        LIMIT $2
+          FOR UPDATE SKIP LOCKED))";
+
+/// Deletes up to `limit` `done`/`dead` rows that completed more than `older_than` ago; returns how
+/// many it deleted. Fewer than `limit` means nothing more was purgeable (or the rest was locked).
+pub async fn purge_batch(
+    client: &(impl GenericClient + Sync),
+    older_than: Duration,
+    limit: i64,
+) -> Result<u64, Error> {
+    let secs = older_than.as_secs_f64();
+    client
+        .execute_typed(PURGE_BATCH, &[(&secs, Type::FLOAT8), (&limit, Type::INT8)])
+        .await
+}
+
+/// Drops the payloads of one batch of `done` rows, oldest first, keeping the key and the hash (a
+/// redelivery is still recognised as a duplicate). Addressed by `ctid` for the same reasons as
+/// [`PURGE_BATCH`]. `$2` is a keyset cursor: rows completed before it were handled by earlier
+/// batches of the same run, so a run walks the trimmed range once instead of once per batch.
+const TRIM_BATCH: &str = "WITH trimmed AS (
+    UPDATE hookclaim_deliveries
+       SET payload = NULL, payload_trimmed_at = now(), updated_at = now()
+     WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM hookclaim_deliveries
+            WHERE status = 'done' AND payload IS NOT NULL
+              AND completed_at < now() - make_interval(secs => $1)
+              AND completed_at >= coalesce($2, '-infinity'::timestamptz)
+            ORDER BY completed_at
+            LIMIT $3
+              FOR UPDATE SKIP LOCKED))
+    RETURNING completed_at
+)
+SELECT count(*), max(completed_at) FROM trimmed";
+
+/// One trim batch's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Payloads dropped.
+    pub count: u64,
+    /// The newest `completed_at` among them: the cursor for the next batch.
+    pub cursor: Option<SystemTime>,
+}
+
+/// Drops up to `limit` payloads of `done` rows that completed more than `older_than` ago and not
+/// before `cursor` (the previous batch's [`Trimmed::cursor`]; `None` for the first batch).
+pub async fn trim_batch(
+    client: &(impl GenericClient + Sync),
+    older_than: Duration,
+    cursor: Option<SystemTime>,
+    limit: i64,
+) -> Result<Trimmed, Error> {
+    let secs = older_than.as_secs_f64();
+    let row = client
+        .query_typed_one(
+            TRIM_BATCH,
+            &[
+                (&secs, Type::FLOAT8),
+                (&cursor, Type::TIMESTAMPTZ),
+                (&limit, Type::INT8),
+            ],
+        )
+        .await?;
+    let count: i64 = row.get(0);
+    Ok(Trimmed {
+        count: count as u64,
+        cursor: row.get(1),
+    })
+}
+
+const COUNT_RECLAIMABLE: &str = concat!(
+    "SELECT count(*) FROM hookclaim_deliveries AS d WHERE ",
+    takeover_condition!("d")
+);
+
+/// How many rows a reclaim could take over now (expired leases and due retries).
+pub async fn count_reclaimable(client: &(impl GenericClient + Sync)) -> Result<u64, Error> {
+    let n: i64 = client.query_typed_one(COUNT_RECLAIMABLE, &[]).await?.get(0);
+    Ok(n as u64)
+}
+
+const COUNT_PURGEABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
+ WHERE status IN ('done', 'dead') AND completed_at < now() - make_interval(secs => $1)";
+
+/// How many rows [`purge_batch`] with the same `older_than` would delete in total.
+pub async fn count_purgeable(
+    client: &(impl GenericClient + Sync),
+    older_than: Duration,
+) -> Result<u64, Error> {
+    let secs = older_than.as_secs_f64();
+    let n: i64 = client
+        .query_typed_one(COUNT_PURGEABLE, &[(&secs, Type::FLOAT8)])
+        .await?
+        .get(0);
+    Ok(n as u64)
+}
+
+/// Rows past the purge horizon (`$2`) are left out: the purge deletes them first.
+const COUNT_TRIMMABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
+ WHERE status = 'done' AND payload IS NOT NULL
+   AND completed_at < now() - make_interval(secs => $1)
+   AND completed_at >= now() - make_interval(secs => $2)";
+
+/// How many payloads [`trim_batch`] with `older_than` would drop once rows past `purge_after` are
+/// purged.
+pub async fn count_trimmable(
+    client: &(impl GenericClient + Sync),
+    older_than: Duration,
+    purge_after: Duration,
+) -> Result<u64, Error> {
+    let trim_secs = older_than.as_secs_f64();
+    let purge_secs = purge_after.as_secs_f64();
+    let n: i64 = client
+        .query_typed_one(
+            COUNT_TRIMMABLE,
+            &[(&trim_secs, Type::FLOAT8), (&purge_secs, Type::FLOAT8)],
+        )
+        .await?
+        .get(0);
+    Ok(n as u64)
+}
+
+/// Timestamps in reports: UTC, ISO 8601, to the millisecond.
+macro_rules! iso {
+    ($col:literal) => {
+        concat!(
+            "to_char(",
+            $col,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        )
+    };
+}
+
+const COUNT_BY_SOURCE_STATUS: &str = "SELECT source, status, count(*)
+  FROM hookclaim_deliveries GROUP BY source, status ORDER BY source, status";
+
+const OLDEST: &str = concat!(
+    "SELECT l.source, l.delivery_id, l.attempt, ",
+    iso!("l.lease_until"),
+    ", l.lease_until <= now(), ",
+    iso!("l.updated_at"),
+    ",
+       (SELECT ",
+    iso!("min(received_at)"),
+    " FROM hookclaim_deliveries),
+       (SELECT extract(epoch FROM now() - min(received_at))::float8 FROM hookclaim_deliveries)
+  FROM (SELECT 1) AS one
+  LEFT JOIN LATERAL (
+       SELECT source, delivery_id, attempt, lease_until, updated_at FROM hookclaim_deliveries
+        WHERE status = 'processing' ORDER BY lease_until LIMIT 1) AS l ON true"
+);
+
+/// The in-progress row whose lease ends first.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OldestLease {
+    /// Source name.
+    pub source: String,
+    /// Delivery id.
+    pub delivery_id: String,
+    /// Attempt holding the lease.
+    pub attempt: i32,
+    /// When the lease ends (UTC, ISO 8601).
+    pub lease_until: String,
+    /// Whether it has already ended (the row is reclaimable).
+    pub expired: bool,
+    /// When this attempt claimed it (UTC, ISO 8601).
+    pub claimed_at: String,
+}
+
+/// The ledger at a glance, for the operators' `stats` command.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LedgerStats {
+    /// Row counts by source, then by status.
+    pub by_source: BTreeMap<String, BTreeMap<String, u64>>,
+    /// All rows.
+    pub total: u64,
+    /// The in-progress lease that ends first, if any row is in progress.
+    pub oldest_lease: Option<OldestLease>,
+    /// When the oldest row was received (UTC, ISO 8601).
+    pub oldest_received_at: Option<String>,
+    /// Its age in seconds.
+    pub oldest_age_secs: Option<f64>,
+}
+
+/// Counts rows by source and status and finds the oldest lease and row. Scans the table: an
+/// operator's command, not for the hot path.
+pub async fn stats(client: &(impl GenericClient + Sync)) -> Result<LedgerStats, Error> {
+    let mut by_source: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut total = 0;
+    for row in client.query_typed(COUNT_BY_SOURCE_STATUS, &[]).await? {
+        let n = row.get::<_, i64>(2) as u64;
+        total += n;
+        by_source
+            .entry(row.get(0))
+            .or_default()
+            .insert(row.get(1), n);
+    }
+    let row = client.query_typed_one(OLDEST, &[]).await?;
+    let oldest_lease = row.get::<_, Option<String>>(0).map(|source| OldestLease {
+        source,
+        delivery_id: row.get(1),
+        attempt: row.get(2),
+        lease_until: row.get(3),
+        expired: row.get(4),
+        claimed_at: row.get(5),
+    });
+    Ok(LedgerStats {
+        by_source,
+        total,
+        oldest_lease,
+        oldest_received_at: row.get(6),
+        oldest_age_secs: row.get(7),
+    })
+}

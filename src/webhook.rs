@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Source};
 use crate::db::{classify, Database, DbError, Session};
+use crate::invocation;
 use crate::keys::{Keys, KeysError};
 use crate::observe::{self, DeliveryRecord};
 use crate::pipeline::{self, RetryPolicy, Settled};
@@ -21,9 +22,6 @@ use crate::processor::{Delivery, Processor};
 use crate::schema;
 use crate::store::{self, Claim, Claimant, NewDelivery};
 use crate::verify::{self, Scheme, Verified, VerifyError};
-
-/// Lease length when the request carries no Lambda context (direct calls in tests and tools).
-const DEFAULT_INVOCATION_TIME: Duration = Duration::from_secs(30);
 
 /// Headers kept with every delivery when present, besides each scheme's own.
 const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
@@ -253,17 +251,7 @@ impl<P: Processor> Webhook<P> {
         source_name: &str,
         facts: &mut Facts,
     ) -> Result<Answer, Rejection> {
-        if req.method() != Method::POST {
-            return Err(Rejection::MethodNotAllowed);
-        }
-        let source = self
-            .sources
-            .get(source_name)
-            .ok_or(Rejection::UnknownSource)?;
-        let body: &[u8] = req.body().as_ref();
-        if body.len() > source.max_body_bytes {
-            return Err(Rejection::TooLarge);
-        }
+        let (source, body) = route(&self.sources, source_name, req)?;
         let verified = self.verify(source, req.headers(), body).await?;
         facts.delivery_id = Some(verified.delivery_id.clone());
         facts.event_type = verified.event_type.clone();
@@ -382,17 +370,27 @@ impl<P: Processor> Webhook<P> {
     /// The lease: the invocation's remaining time plus the margin, so the claim can be taken
     /// over exactly when this invocation can no longer be running.
     fn lease(&self, req: &Request) -> Duration {
-        let remaining = req
-            .lambda_context_ref()
-            .filter(|ctx| ctx.deadline > 0)
-            .map(|ctx| {
-                ctx.deadline()
-                    .duration_since(SystemTime::now())
-                    .unwrap_or_default()
-            })
-            .unwrap_or(DEFAULT_INVOCATION_TIME);
-        remaining + self.lease_margin
+        invocation::remaining(invocation::deadline(req.lambda_context_ref())) + self.lease_margin
     }
+}
+
+/// The first checks on a raw request, before any secret or database is involved: the method,
+/// the source, and the body size against the source's limit. Returns the source and the raw
+/// body (already decoded from base64 where the event said so).
+pub fn route<'r>(
+    sources: &'r BTreeMap<String, Source>,
+    source_name: &str,
+    req: &'r Request,
+) -> Result<(&'r Source, &'r [u8]), Rejection> {
+    if req.method() != Method::POST {
+        return Err(Rejection::MethodNotAllowed);
+    }
+    let source = sources.get(source_name).ok_or(Rejection::UnknownSource)?;
+    let body: &[u8] = req.body().as_ref();
+    if body.len() > source.max_body_bytes {
+        return Err(Rejection::TooLarge);
+    }
+    Ok((source, body))
 }
 
 /// The source name: the `{source}` path parameter (API Gateway), or the path segment after

@@ -1,1 +1,30 @@
-fn main() {}
+//! The retention Lambda function: wiring only. See `hookclaim::retention`.
+
+use hookclaim::config::{Config, ProcessorChoice};
+use hookclaim::processor::{Licences, Processor, StoreOnly};
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    hookclaim::observe::init_logging();
+    let config =
+        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
+    match config.processor {
+        ProcessorChoice::Store => serve(&config, StoreOnly).await,
+        ProcessorChoice::Licence => serve(&config, Licences).await,
+    }
+}
+
+async fn serve<P: Processor>(config: &Config, processor: P) -> Result<(), Error> {
+    let retention = hookclaim::environment::retention(config, processor)
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?;
+    let retention = &retention;
+    run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let deadline = hookclaim::invocation::deadline(Some(&event.context));
+            retention.handle(event.payload, deadline).await
+        },
+    ))
+    .await
+}
