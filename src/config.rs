@@ -65,6 +65,9 @@ pub enum DatabaseFrom {
     SecretsManager {
         /// The secret's ARN or name.
         arn: String,
+        /// `DATABASE_SECRET_REFRESH_SECS`: after a refused login, the secret is read again only
+        /// if it was last read longer ago than this.
+        min_refresh_interval: Duration,
     },
 }
 
@@ -110,6 +113,9 @@ pub struct Config {
     pub statement_timeout: Duration,
     /// Use RDS IAM authentication tokens instead of a password.
     pub iam_auth: bool,
+    /// `DATABASE_IAM_USER`: with IAM authentication, the database user to connect as, in place
+    /// of the user in `DATABASE_URL` or the secret.
+    pub iam_user: Option<String>,
     /// Added to the invocation's deadline to make the lease.
     pub lease_margin: Duration,
     /// Retry policy for failed processing.
@@ -158,10 +164,14 @@ impl Config {
         let secrets = match (get("HOOKCLAIM_SECRETS_ARN"), get("HOOKCLAIM_SECRETS")) {
             (Some(arn), _) => Some(SecretsFrom::SecretsManager {
                 arn,
-                min_refresh_interval: Duration::from_secs(secs(
+                // Never 0: the interval is what keeps forged deliveries from turning into
+                // Secrets Manager calls.
+                min_refresh_interval: Duration::from_secs(int(
                     &get,
                     "HOOKCLAIM_SECRETS_REFRESH_SECS",
                     60,
+                    1,
+                    86_400,
                 )?),
             }),
             (None, Some(doc)) => {
@@ -173,7 +183,16 @@ impl Config {
         };
 
         let database = match (get("DATABASE_SECRET_ARN"), get("DATABASE_URL")) {
-            (Some(arn), _) => DatabaseFrom::SecretsManager { arn },
+            (Some(arn), _) => DatabaseFrom::SecretsManager {
+                arn,
+                min_refresh_interval: Duration::from_secs(int(
+                    &get,
+                    "DATABASE_SECRET_REFRESH_SECS",
+                    10,
+                    1,
+                    86_400,
+                )?),
+            },
             (_, Some(url)) => DatabaseFrom::Url(Box::new(url.parse().map_err(|_| {
                 bad(
                     "DATABASE_URL",
@@ -203,6 +222,13 @@ impl Config {
         let iam_auth = flag(&get, "DATABASE_IAM_AUTH")?;
         if iam_auth && tls == TlsMode::Disable {
             return Err(bad("DATABASE_TLS", "IAM authentication requires TLS"));
+        }
+        let iam_user = get("DATABASE_IAM_USER");
+        if iam_user.is_some() && !iam_auth {
+            return Err(bad(
+                "DATABASE_IAM_USER",
+                "only applies with DATABASE_IAM_AUTH=true",
+            ));
         }
 
         let retry = RetryPolicy {
@@ -237,6 +263,7 @@ impl Config {
                 600_000,
             )?),
             iam_auth,
+            iam_user,
             lease_margin: Duration::from_secs(secs(&get, "LEASE_MARGIN_SECS", 10)?),
             retry,
             retention: RetentionSettings {
@@ -487,6 +514,25 @@ mod tests {
             (&[("RETENTION_DAYS", "ten")], "RETENTION_DAYS"),
             (&[("HOOKCLAIM_PROCESSOR", "magic")], "HOOKCLAIM_PROCESSOR"),
             (&[("DATABASE_IAM_AUTH", "yes")], "DATABASE_IAM_AUTH"),
+            (
+                &[("DATABASE_IAM_AUTH", "true"), ("DATABASE_TLS", "disable")],
+                "DATABASE_TLS",
+            ),
+            (&[("DATABASE_IAM_USER", "app")], "DATABASE_IAM_USER"),
+            (
+                &[
+                    ("HOOKCLAIM_SECRETS_ARN", "arn"),
+                    ("HOOKCLAIM_SECRETS_REFRESH_SECS", "0"),
+                ],
+                "HOOKCLAIM_SECRETS_REFRESH_SECS",
+            ),
+            (
+                &[
+                    ("DATABASE_SECRET_ARN", "arn"),
+                    ("DATABASE_SECRET_REFRESH_SECS", "0"),
+                ],
+                "DATABASE_SECRET_REFRESH_SECS",
+            ),
         ];
         for (extra, setting) in cases {
             let err = with(extra).expect_err(setting);
@@ -510,6 +556,31 @@ mod tests {
             none.require_secrets().unwrap_err().setting,
             "HOOKCLAIM_SECRETS"
         );
+    }
+
+    #[test]
+    fn secret_arns_take_precedence_and_have_refresh_intervals() {
+        let c = with(&[
+            ("HOOKCLAIM_SECRETS_ARN", "arn:hooks"),
+            ("DATABASE_SECRET_ARN", "arn:db"),
+            ("DATABASE_IAM_AUTH", "true"),
+            ("DATABASE_IAM_USER", "hookclaim"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.secrets,
+            Some(SecretsFrom::SecretsManager {
+                arn: "arn:hooks".into(),
+                min_refresh_interval: Duration::from_secs(60),
+            })
+        );
+        assert!(matches!(
+            c.database,
+            DatabaseFrom::SecretsManager { ref arn, min_refresh_interval }
+                if arn == "arn:db" && min_refresh_interval == Duration::from_secs(10)
+        ));
+        assert!(c.iam_auth);
+        assert_eq!(c.iam_user.as_deref(), Some("hookclaim"));
     }
 
     #[test]

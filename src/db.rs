@@ -5,16 +5,24 @@
 //! server, a NAT or a proxy. Every operation therefore runs under a client-side deadline, and a
 //! connection-level failure drops the connection, connects again and retries the operation once.
 //! That is safe because the claim is idempotent per owner and finishing is fenced.
+//!
+//! The login comes from [`Credentials`], consulted at every connect: fixed settings, an
+//! RDS-format secret that is read again once when the server refuses its password (a rotation),
+//! or an RDS IAM token signed afresh for each connection.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
+use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
+
+use crate::aws::{DatabaseSecret, RdsIamAuth};
 
 /// How the connection is encrypted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +52,8 @@ impl std::str::FromStr for TlsMode {
 /// Everything needed to open a connection.
 #[derive(Clone)]
 pub struct DbSettings {
-    /// Host, port, user, password, database (from `DATABASE_URL` or a secret).
+    /// Host, port, user, password, database (from `DATABASE_URL` or a secret); see
+    /// [`Credentials`] for what replaces which part at connect.
     pub pg: tokio_postgres::Config,
     /// Encryption mode.
     pub tls: TlsMode,
@@ -105,28 +114,104 @@ pub type Op<'c, T> = Pin<Box<dyn Future<Output = Result<T, tokio_postgres::Error
 /// client (`'c`) and the caller's data (`'a`).
 pub type Borrows<'c, 'a> = std::marker::PhantomData<&'c &'a ()>;
 
+/// Where the connection's login comes from; consulted at every connect.
+pub enum Credentials {
+    /// The user and password in [`DbSettings::pg`] (`DATABASE_URL`).
+    Fixed,
+    /// The login in an RDS-format secret (`DATABASE_SECRET_ARN`), which replaces
+    /// [`DbSettings::pg`]'s host, port, user, password and database. When the server refuses
+    /// it, the secret is read again (rate-limited) and the connect is tried once more.
+    Secret(Arc<DatabaseSecret>),
+    /// RDS IAM authentication (`DATABASE_IAM_AUTH`): a token signed at each connect for
+    /// [`DbSettings::pg`]'s user, host and port is the password, so it is never older than the
+    /// connection attempt.
+    IamToken(RdsIamAuth),
+}
+
+impl Credentials {
+    /// The settings the next connect uses: `base` with this login applied.
+    pub async fn login(
+        &self,
+        base: &tokio_postgres::Config,
+    ) -> Result<tokio_postgres::Config, DbError> {
+        match self {
+            Credentials::Fixed => Ok(base.clone()),
+            Credentials::Secret(secret) => Ok(secret.login()),
+            Credentials::IamToken(iam) => {
+                let (Some(Host::Tcp(host)), Some(user)) =
+                    (base.get_hosts().first(), base.get_user())
+                else {
+                    return Err(DbError::Connect(
+                        "RDS IAM authentication needs a TCP host and a user".into(),
+                    ));
+                };
+                let port = base.get_ports().first().copied().unwrap_or(5432);
+                let token = iam
+                    .token(host, port, user)
+                    .await
+                    .map_err(DbError::Connect)?;
+                let mut pg = base.clone();
+                pg.password(token);
+                Ok(pg)
+            }
+        }
+    }
+
+    /// After the server refused the login: true when a different login is now to be had.
+    async fn renew(&self) -> bool {
+        match self {
+            Credentials::Secret(secret) => secret.refresh().await,
+            // A token is already signed afresh for every attempt.
+            Credentials::Fixed | Credentials::IamToken(_) => false,
+        }
+    }
+}
+
 /// The execution environment's database: one connection, lent to one invocation at a time.
 pub struct Database {
     settings: DbSettings,
+    credentials: Credentials,
     tls: Option<postgres_native_tls::MakeTlsConnector>,
     conn: Mutex<Option<Client>>,
     connects: AtomicU64,
 }
 
+/// How one connection attempt ended.
+enum Attempt {
+    Connected(Client),
+    /// The server refused the login (SQLSTATE 28P01 or 28000).
+    Refused(tokio_postgres::Error),
+    Failed(DbError),
+}
+
 impl Database {
-    /// Prepares (but does not open) the connection; reads the CA file now so a bad one fails
-    /// the cold start rather than the first delivery.
+    /// Prepares (but does not open) the connection with the login in `settings`; reads the CA
+    /// file now so a bad one fails the cold start rather than the first delivery.
     pub fn new(settings: DbSettings) -> Result<Self, DbError> {
+        Self::with_credentials(settings, Credentials::Fixed)
+    }
+
+    /// Like [`Database::new`], with the login from `credentials`.
+    pub fn with_credentials(
+        settings: DbSettings,
+        credentials: Credentials,
+    ) -> Result<Self, DbError> {
         let tls = match settings.tls {
             TlsMode::Disable => None,
             mode => Some(tls_connector(mode, settings.ca_file.as_deref())?),
         };
         Ok(Database {
             settings,
+            credentials,
             tls,
             conn: Mutex::new(None),
             connects: AtomicU64::new(0),
         })
+    }
+
+    /// Where the login comes from.
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
     }
 
     /// The settings this database was made with.
@@ -147,8 +232,29 @@ impl Database {
         }
     }
 
+    /// Opens a connection. A refused login is tried once more if the credentials can be
+    /// renewed (a rotated password in the secret).
     async fn connect(&self) -> Result<Client, DbError> {
-        let mut pg = self.settings.pg.clone();
+        let refused = match self.attempt().await {
+            Attempt::Connected(client) => return Ok(client),
+            Attempt::Failed(e) => return Err(e),
+            Attempt::Refused(e) => e,
+        };
+        if !self.credentials.renew().await {
+            return Err(DbError::Connect(describe(&refused)));
+        }
+        match self.attempt().await {
+            Attempt::Connected(client) => Ok(client),
+            Attempt::Refused(e) => Err(DbError::Connect(describe(&e))),
+            Attempt::Failed(e) => Err(e),
+        }
+    }
+
+    async fn attempt(&self) -> Attempt {
+        let mut pg = match self.credentials.login(&self.settings.pg).await {
+            Ok(pg) => pg,
+            Err(e) => return Attempt::Failed(e),
+        };
         pg.connect_timeout(self.settings.connect_timeout)
             .keepalives(true)
             .keepalives_idle(self.settings.keepalive_idle)
@@ -168,16 +274,19 @@ impl Database {
                     pg.ssl_mode(tokio_postgres::config::SslMode::Require);
                     let (client, conn) = pg.connect(tls.clone()).await?;
                     tokio::spawn(drive(conn));
-                    Ok(client)
+                    Ok::<_, tokio_postgres::Error>(client)
                 }
             }
         };
-        let client = tokio::time::timeout(self.settings.connect_timeout, connect)
-            .await
-            .map_err(|_| DbError::Connect("timed out".into()))?
-            .map_err(|e: tokio_postgres::Error| DbError::Connect(describe(&e)))?;
-        self.connects.fetch_add(1, Ordering::Relaxed);
-        Ok(client)
+        match tokio::time::timeout(self.settings.connect_timeout, connect).await {
+            Err(_) => Attempt::Failed(DbError::Connect("timed out".into())),
+            Ok(Err(e)) if is_login_refused(&e) => Attempt::Refused(e),
+            Ok(Err(e)) => Attempt::Failed(DbError::Connect(describe(&e))),
+            Ok(Ok(client)) => {
+                self.connects.fetch_add(1, Ordering::Relaxed);
+                Attempt::Connected(client)
+            }
+        }
     }
 }
 
@@ -278,6 +387,15 @@ pub fn is_connection_error(e: &tokio_postgres::Error) -> bool {
     }
     // No SQLSTATE: an I/O or protocol failure underneath.
     std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
+/// True when the server refused the login: a wrong password (28P01), or an authorization
+/// failure such as a failed IAM token (28000).
+fn is_login_refused(e: &tokio_postgres::Error) -> bool {
+    e.code().is_some_and(|code| {
+        code == &SqlState::INVALID_PASSWORD
+            || code == &SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    })
 }
 
 fn is_retryable(e: &DbError) -> bool {

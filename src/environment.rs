@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::aws::{Aws, DatabaseSecret, RdsIamAuth};
 use crate::config::{Config, ConfigError, DatabaseFrom};
-use crate::db::{Database, DbError};
+use crate::db::{Credentials, Database, DbError};
 use crate::keys::Keys;
 use crate::processor::Processor;
 use crate::webhook::Webhook;
@@ -23,35 +24,89 @@ pub enum StartupError {
     DatabaseSecret(String),
 }
 
-/// The environment's database: credentials from `DATABASE_URL` or from the RDS-format secret.
-/// Does not connect; the first use does.
+/// The environment's database: the login from `DATABASE_URL` or from the RDS-format secret
+/// (read now, once), or an RDS IAM token for the user, host and port those name. Does not
+/// connect; the first use does.
 pub async fn database(config: &Config) -> Result<Database, StartupError> {
-    let pg = match &config.database {
-        DatabaseFrom::Url(pg) => (**pg).clone(),
-        DatabaseFrom::SecretsManager { arn } => {
-            let client = crate::aws::secrets_manager().await;
-            let text = crate::aws::secret_string(&client, arn)
-                .await
-                .map_err(StartupError::DatabaseSecret)?;
-            crate::aws::rds_secret_config(&text).map_err(StartupError::DatabaseSecret)?
-        }
-    };
-    Ok(Database::new(config.db_settings(pg))?)
+    database_with(config, Arc::new(Aws::default())).await
 }
 
-/// The webhook function's state. Tries to connect and bring the schema up to date now, so the
-/// first delivery does not pay for it; if the database is not reachable yet, that is logged and
-/// left to the first delivery, which answers 503 until it is.
+async fn database_with(config: &Config, aws: Arc<Aws>) -> Result<Database, StartupError> {
+    let (mut pg, secret) = match &config.database {
+        DatabaseFrom::Url(pg) => ((**pg).clone(), None),
+        DatabaseFrom::SecretsManager {
+            arn,
+            min_refresh_interval,
+        } => {
+            let secret = DatabaseSecret::load(aws.clone(), arn, *min_refresh_interval)
+                .await
+                .map_err(StartupError::DatabaseSecret)?;
+            (secret.login(), Some(secret))
+        }
+    };
+    let credentials = if config.iam_auth {
+        if let Some(user) = &config.iam_user {
+            pg.user(user);
+        }
+        if pg.get_user().is_none() {
+            return Err(ConfigError {
+                setting: "DATABASE_IAM_USER",
+                problem: "IAM authentication needs a database user: set DATABASE_IAM_USER, \
+                          or give one in DATABASE_URL or the secret"
+                    .into(),
+            }
+            .into());
+        }
+        let iam = RdsIamAuth::new(aws).await.map_err(|problem| ConfigError {
+            setting: "AWS_REGION",
+            problem,
+        })?;
+        Credentials::IamToken(iam)
+    } else {
+        match secret {
+            Some(secret) => Credentials::Secret(Arc::new(secret)),
+            None => Credentials::Fixed,
+        }
+    };
+    Ok(Database::with_credentials(
+        config.db_settings(pg),
+        credentials,
+    )?)
+}
+
+/// The webhook function's state. Reads the webhook secrets, connects and brings the schema up to
+/// date now, so the first delivery does not pay for it; what fails (an unreachable database or
+/// Secrets Manager) is logged and left to the first delivery, which answers 503 until it works.
 pub async fn webhook<P: Processor>(
     config: &Config,
     processor: P,
 ) -> Result<Webhook<P>, StartupError> {
     let secrets = config.require_secrets()?;
-    let keys = Keys::new(Arc::new(config.sources.clone()), secrets);
-    let db = database(config).await?;
+    // One AWS configuration for the environment, shared by the secrets and the database.
+    let aws = Arc::new(Aws::default());
+    let keys = Keys::with_aws(Arc::new(config.sources.clone()), secrets, aws.clone());
+    let db = database_with(config, aws).await?;
     let webhook = Webhook::new(config, keys, db, processor);
+    if let Err(e) = webhook.keys().current().await {
+        tracing::warn!(error = %e, "webhook secrets not loaded at cold start; will retry on first delivery");
+    }
     if let Err(e) = webhook.prepare().await {
         tracing::warn!(error = %e, "database not ready at cold start; will retry on first delivery");
     }
     Ok(webhook)
+}
+
+/// The retention function's state. Tries to connect, bring the schema up to date and run the
+/// processor's setup now; if the database is not reachable yet, that is logged and left to the
+/// first invocation.
+pub async fn retention<P: Processor>(
+    config: &Config,
+    processor: P,
+) -> Result<crate::retention::Retention<P>, StartupError> {
+    let db = database(config).await?;
+    let retention = crate::retention::Retention::from_config(config, db, processor);
+    if let Err(e) = retention.prepare().await {
+        tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");
+    }
+    Ok(retention)
 }

@@ -1,14 +1,16 @@
 //! The webhook secrets an execution environment verifies with: loaded once, cached, and
 //! refetched (at most once per interval) when a signature fails with cached secrets, so rotating
-//! a secret in Secrets Manager needs no redeploy.
+//! a secret in Secrets Manager needs no redeploy, while a flood of forged deliveries costs at
+//! most one Secrets Manager call per interval.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, OnceCell, RwLock};
+use tokio::sync::{Mutex, RwLock};
 
+use crate::aws::Aws;
 use crate::config::{SecretsFrom, Source};
 use crate::secret::{Secret, SecretError, SecretsDocument};
 use crate::verify::Scheme;
@@ -73,11 +75,13 @@ pub enum KeysError {
 
 enum Loader {
     Env(String),
-    SecretsManager {
-        arn: String,
-        client: OnceCell<aws_sdk_secretsmanager::Client>,
-    },
+    SecretsManager { arn: String, aws: Arc<Aws> },
 }
+
+/// After a failed first load, how long before the next request may try again (or less, with a
+/// shorter refresh interval): a flood of requests while Secrets Manager fails must not become a
+/// flood of calls.
+const LOAD_RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 struct Loaded {
     ring: Arc<Keyring>,
@@ -90,13 +94,27 @@ pub struct Keys {
     loader: Loader,
     min_refresh_interval: Duration,
     loaded: RwLock<Option<Loaded>>,
+    /// When the first load last failed.
+    load_failed: std::sync::Mutex<Option<Instant>>,
+    /// When a refresh was last tried; held while one is in flight.
     refresh_gate: Mutex<Option<Instant>>,
     fetches: AtomicU64,
 }
 
 impl Keys {
-    /// Secrets for `sources` from `from`. Nothing is fetched until first use.
+    /// Secrets for `sources` from `from`, with an AWS configuration of their own. Nothing is
+    /// fetched until first use.
     pub fn new(sources: Arc<BTreeMap<String, Source>>, from: &SecretsFrom) -> Self {
+        Self::with_aws(sources, from, Arc::new(Aws::default()))
+    }
+
+    /// Secrets for `sources` from `from`, read through the environment's shared `aws`. Nothing
+    /// is fetched until first use.
+    pub fn with_aws(
+        sources: Arc<BTreeMap<String, Source>>,
+        from: &SecretsFrom,
+        aws: Arc<Aws>,
+    ) -> Self {
         let (loader, min_refresh_interval) = match from {
             SecretsFrom::Env(doc) => (Loader::Env(doc.clone()), Duration::MAX),
             SecretsFrom::SecretsManager {
@@ -105,7 +123,7 @@ impl Keys {
             } => (
                 Loader::SecretsManager {
                     arn: arn.clone(),
-                    client: OnceCell::new(),
+                    aws,
                 },
                 *min_refresh_interval,
             ),
@@ -115,6 +133,7 @@ impl Keys {
             loader,
             min_refresh_interval,
             loaded: RwLock::new(None),
+            load_failed: std::sync::Mutex::new(None),
             refresh_gate: Mutex::new(None),
             fetches: AtomicU64::new(0),
         }
@@ -125,7 +144,8 @@ impl Keys {
         self.fetches.load(Ordering::Relaxed)
     }
 
-    /// The cached keyring, loading it on first use.
+    /// The cached keyring, loading it on first use. After a failed load, the next one waits
+    /// out a short interval (failing at once meanwhile).
     pub async fn current(&self) -> Result<Arc<Keyring>, KeysError> {
         if let Some(l) = self.loaded.read().await.as_ref() {
             return Ok(l.ring.clone());
@@ -134,29 +154,55 @@ impl Keys {
         if let Some(l) = slot.as_ref() {
             return Ok(l.ring.clone());
         }
-        let ring = Arc::new(self.fetch().await?);
-        *slot = Some(Loaded {
-            ring: ring.clone(),
-            at: Instant::now(),
-        });
-        Ok(ring)
+        let retry_interval = self.min_refresh_interval.min(LOAD_RETRY_INTERVAL);
+        if let Some(failed) = *self.lock_load_failed() {
+            if failed.elapsed() < retry_interval {
+                return Err(KeysError::Fetch(
+                    "the last attempt failed moments ago; not retried yet".into(),
+                ));
+            }
+        }
+        match self.fetch().await {
+            Ok(ring) => {
+                let ring = Arc::new(ring);
+                *slot = Some(Loaded {
+                    ring: ring.clone(),
+                    at: Instant::now(),
+                });
+                Ok(ring)
+            }
+            Err(e) => {
+                *self.lock_load_failed() = Some(Instant::now());
+                Err(e)
+            }
+        }
     }
 
     /// After a failed verification: refetches the secrets if the cached ones are older than the
-    /// minimum interval and no other refresh happened within it. Returns the new keyring, or
-    /// `None` when no refresh was allowed (or it failed, which is logged).
+    /// minimum interval and no other refresh was tried within it. Returns the keyring to verify
+    /// with again: the one just fetched, or, when no refresh was allowed (or it failed, which is
+    /// logged), the cached one, which another request may have refreshed meanwhile. `None` only
+    /// where secrets never change (environment variables).
+    ///
+    /// Concurrent callers queue behind one refresh and then get its result, so a delivery
+    /// signed with a rotated secret is not refused for arriving during another's refresh.
     pub async fn refresh_after_failure(&self) -> Option<Arc<Keyring>> {
         if matches!(self.loader, Loader::Env(_)) {
             return None;
         }
         let mut gate = self.refresh_gate.lock().await;
         let now = Instant::now();
-        let cached_at = self.loaded.read().await.as_ref().map(|l| l.at);
+        let cached = self
+            .loaded
+            .read()
+            .await
+            .as_ref()
+            .map(|l| (l.ring.clone(), l.at));
         let recent = |t: Option<Instant>| {
             t.is_some_and(|t| now.duration_since(t) < self.min_refresh_interval)
         };
-        if recent(cached_at) || recent(*gate) {
-            return None;
+        if recent(cached.as_ref().map(|(_, at)| *at)) || recent(*gate) {
+            return cached.map(|(ring, _)| ring);
         }
         *gate = Some(now);
         match self.fetch().await {
@@ -171,20 +217,23 @@ impl Keys {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "webhook secrets refresh failed");
-                None
+                cached.map(|(ring, _)| ring)
             }
         }
+    }
+
+    fn lock_load_failed(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.load_failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn fetch(&self) -> Result<Keyring, KeysError> {
         let doc = match &self.loader {
             Loader::Env(doc) => doc.clone(),
-            Loader::SecretsManager { arn, client } => {
+            Loader::SecretsManager { arn, aws } => {
                 self.fetches.fetch_add(1, Ordering::Relaxed);
-                let client = client.get_or_init(crate::aws::secrets_manager).await;
-                crate::aws::secret_string(client, arn)
-                    .await
-                    .map_err(KeysError::Fetch)?
+                aws.secret_string(arn).await.map_err(KeysError::Fetch)?
             }
         };
         let doc = SecretsDocument::parse(&doc).map_err(KeysError::Document)?;

@@ -7,6 +7,9 @@
 
 #![allow(dead_code)]
 
+pub mod emulator;
+pub mod moto;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
