@@ -186,14 +186,26 @@ pub enum VerifyError {
     /// Signed, but the body must be JSON (the id or type lives in it) and is not.
     #[error("body is not valid JSON")]
     InvalidJson,
+    /// Signed, but the delivery id is longer than [`MAX_ID_LEN`] or holds control characters.
+    #[error("delivery id is too long or contains control characters")]
+    InvalidDeliveryId,
 }
+
+/// Longest delivery id accepted, in bytes. Providers' ids are 30 to 40 characters; the cap keeps
+/// the unique index small and refuses garbage.
+pub const MAX_ID_LEN: usize = 512;
+
+/// Longest event type kept; a longer one is dropped (the delivery is still accepted).
+pub const MAX_EVENT_TYPE_LEN: usize = 256;
 
 impl VerifyError {
     /// True for failures of authenticity (401); false for well-signed but malformed requests (400).
     pub fn is_unauthorized(&self) -> bool {
         !matches!(
             self,
-            VerifyError::MissingDeliveryId | VerifyError::InvalidJson
+            VerifyError::MissingDeliveryId
+                | VerifyError::InvalidJson
+                | VerifyError::InvalidDeliveryId
         )
     }
 }
@@ -257,7 +269,7 @@ pub fn verify(
     if keys.is_empty() {
         return Err(VerifyError::NoSecret);
     }
-    match scheme {
+    let verified = match scheme {
         Scheme::Stripe { tolerance_secs } => {
             verify_stripe(*tolerance_secs, &keys, headers, body, now)
         }
@@ -266,7 +278,24 @@ pub fn verify(
             verify_standard(*tolerance_secs, &keys, headers, body, now)
         }
         Scheme::Hmac(settings) => verify_generic_hmac(settings, &keys, headers, body),
+    }?;
+    storable(verified)
+}
+
+/// Checks that a signed delivery's id and type can be stored as they are: PostgreSQL text holds
+/// no NUL, and ids are keys, so they are bounded. A bad id is refused; a bad event type, which
+/// is informational, is dropped.
+fn storable(mut verified: Verified) -> Result<Verified, VerifyError> {
+    let clean = |s: &str, max: usize| s.len() <= max && !s.chars().any(char::is_control);
+    if !clean(&verified.delivery_id, MAX_ID_LEN) {
+        return Err(VerifyError::InvalidDeliveryId);
     }
+    if let Some(t) = &verified.event_type {
+        if !clean(t, MAX_EVENT_TYPE_LEN) {
+            verified.event_type = None;
+        }
+    }
+    Ok(verified)
 }
 
 fn verify_stripe(
@@ -2230,5 +2259,27 @@ mod tests {
         ] {
             assert!(unauthorized.is_unauthorized(), "{unauthorized:?}");
         }
+    }
+
+    #[test]
+    fn signed_ids_that_cannot_be_stored_are_refused_and_bad_event_types_dropped() {
+        let ok = |id: &str, t: Option<&str>| Verified {
+            delivery_id: id.into(),
+            id_origin: IdOrigin::Header,
+            event_type: t.map(String::from),
+        };
+        assert!(storable(ok("evt_'\"quoted", Some("push"))).is_ok());
+        assert_eq!(
+            storable(ok("a\0b", None)),
+            Err(VerifyError::InvalidDeliveryId)
+        );
+        assert_eq!(
+            storable(ok(&"x".repeat(MAX_ID_LEN + 1), None)),
+            Err(VerifyError::InvalidDeliveryId)
+        );
+        assert!(storable(ok(&"x".repeat(MAX_ID_LEN), None)).is_ok());
+        let dropped = storable(ok("id", Some("bad\0type"))).unwrap();
+        assert_eq!(dropped.event_type, None);
+        assert!(!VerifyError::InvalidDeliveryId.is_unauthorized());
     }
 }
