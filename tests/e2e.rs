@@ -1,0 +1,115 @@
+//! End to end: the compiled `webhook` function under the cargo-lambda emulator, driven by
+//! `cargo lambda invoke --data-file events/…` and by plain HTTP to the function-URL endpoint,
+//! against the harness's PostgreSQL.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::emulator::Emulator;
+use support::TestDb;
+
+/// The sample events re-signed now (the committed ones carry a fixed timestamp).
+fn fresh_events() -> (PathBuf, Vec<serde_json::Value>) {
+    let dir = std::env::temp_dir().join(format!("hookclaim-events-{:08x}", fastrand::u32(..)));
+    let root = env!("CARGO_MANIFEST_DIR");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("python3")
+            .arg(format!("{root}/scripts/events.py"))
+            .args(args)
+            .output()
+            .expect("python3 scripts/events.py");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    run(&["--now", "--out", dir.to_str().unwrap()]);
+    let manifest = serde_json::from_slice(&run(&["--manifest"])).expect("manifest is JSON");
+    (dir, manifest)
+}
+
+fn expected_status(entry: &serde_json::Value) -> Option<u16> {
+    entry["expected"]
+        .as_str()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[tokio::test]
+async fn every_sample_event_gets_its_expected_status_through_the_emulator() {
+    let db = TestDb::empty().await;
+    let mut env = support::local_env();
+    env.insert("DATABASE_URL".into(), db.url.clone());
+    env.insert("HOOKCLAIM_PROCESSOR".into(), "licence".into());
+    let (dir, manifest) = fresh_events();
+
+    let mut emu = Emulator::start();
+    emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &env);
+
+    let mut checked = 0;
+    for entry in &manifest {
+        if entry["function"] != "webhook" {
+            continue;
+        }
+        let file = entry["file"].as_str().unwrap();
+        // Blocking calls are fine here: the functions run in their own processes.
+        let answer = emu.invoke("webhook", &dir.join(file));
+        let status = answer["statusCode"].as_u64().unwrap_or(0) as u16;
+        assert_eq!(Some(status), expected_status(entry), "{file}: {answer}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 20,
+        "only {checked} webhook events in the manifest"
+    );
+    assert!(
+        emu.is_running("webhook"),
+        "one process served every invocation"
+    );
+
+    // The same function over plain HTTP (function URL): the redelivery of a processed GitHub
+    // delivery, then a request with no signature.
+    let github: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("github-redelivery.json")).unwrap())
+            .unwrap();
+    let headers: Vec<(String, String)> = github["headers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("x-") || *k == "content-type")
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let body = github["body"].as_str().unwrap().as_bytes();
+    let path = "/lambda-url/webhook/webhooks/github";
+    let dup = emu.http("POST", path, &headers, body);
+    let unsigned = emu.http("POST", path, &[("content-type", "application/json")], b"{}");
+    assert_eq!(dup.0, 200, "{dup:?}");
+    assert!(dup.1.contains(r#""status":"duplicate""#), "{dup:?}");
+    assert_eq!(unsigned.0, 401, "{unsigned:?}");
+
+    // One JSON log line per delivery, and the licence example ran for the Stripe order.
+    let logs = emu.logs("webhook");
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["message"] == "delivery")
+        .collect();
+    assert_eq!(lines.len(), checked + 2, "one line per delivery:\n{logs}");
+    let c = db.client().await;
+    let licences: i64 = c
+        .query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(licences >= 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
