@@ -1,0 +1,291 @@
+//! The chaos run: thousands of deliveries from retrying senders while the database is stopped
+//! in immediate mode and restarted, and the processor crashes after its effect. Afterwards the
+//! retention function runs until nothing is due. Every order must have exactly one licence and
+//! every delivery must be done.
+//!
+//! 10,000 sends over 2,000 orders by default (bounded: it fits the test command);
+//! `HOOKCLAIM_CHAOS_SCALE=N` multiplies the sizes for a longer run by hand.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hookclaim::processor::{Delivery, Licences, Outcome, Processor};
+use lambda_http::RequestExt;
+use support::{answer, github_request, Format, PgServer};
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, Transaction};
+
+/// The licence example, but on 5% of first attempts it crashes (panics) after issuing the
+/// licence and before the delivery is finished, as an out-of-memory kill or a timeout would.
+struct CrashAfterEffect;
+
+const CRASH: &str = "simulated crash after the effect";
+
+fn crashes(delivery_id: &str) -> bool {
+    // A fixed 5% of deliveries, chosen by id so the choice is the same in every environment.
+    let h = delivery_id
+        .bytes()
+        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    h % 20 == 0
+}
+
+impl Processor for CrashAfterEffect {
+    fn name(&self) -> &'static str {
+        "crash-after-effect"
+    }
+
+    async fn setup(&self, client: &mut Client) -> Result<(), tokio_postgres::Error> {
+        Licences.setup(client).await
+    }
+
+    async fn process(
+        &self,
+        d: &Delivery,
+        tx: &Transaction<'_>,
+    ) -> Result<Outcome, tokio_postgres::Error> {
+        let outcome = Licences.process(d, tx).await?;
+        if d.attempt == 1 && crashes(&d.delivery_id) {
+            panic!("{CRASH}");
+        }
+        Ok(outcome)
+    }
+}
+
+/// What one sender saw for one delivery.
+struct Sent {
+    id: String,
+    answers: Vec<u16>,
+    slowest: Duration,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licence_per_order() {
+    let scale: usize = std::env::var("HOOKCLAIM_CHAOS_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let (orders, unique, sends) = (2000 * scale, 7000 * scale, 10_000 * scale);
+    // Panics are the simulated crash here; keep them out of the output.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.to_string().contains(CRASH) {
+            default_hook(info);
+        }
+    }));
+
+    let server = Arc::new(PgServer::start());
+    let url = server.url("postgres");
+    let overrides = [
+        ("LEASE_MARGIN_SECS", "1"),
+        ("DATABASE_CONNECT_TIMEOUT_MS", "1000"),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "2000"),
+        ("RETRY_BASE_SECS", "1"),
+        ("RETRY_MAX_SECS", "2"),
+        ("MAX_ATTEMPTS", "50"),
+    ];
+    let mut envs = Vec::new();
+    for _ in 0..16 {
+        envs.push(Arc::new(
+            support::webhook(&url, &overrides, CrashAfterEffect).await,
+        ));
+    }
+
+    // 70% distinct deliveries, 30% redeliveries of them, shuffled; each delivery names an order.
+    let mut plan: Vec<usize> = (0..unique)
+        .chain((0..sends - unique).map(|i| i % unique))
+        .collect();
+    fastrand::shuffle(&mut plan);
+    let queue = Arc::new(Mutex::new(plan));
+    let sent = Arc::new(Mutex::new(Vec::<Sent>::new()));
+    let handled = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+
+    // The database goes down twice while the senders run.
+    let chaos = tokio::spawn({
+        let (server, handled) = (server.clone(), handled.clone());
+        async move {
+            for threshold in [sends as u64 / 4, sends as u64 / 2] {
+                while handled.load(Ordering::Relaxed) < threshold {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let s = server.clone();
+                tokio::task::spawn_blocking(move || s.stop_immediate())
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(800)).await;
+                let s = server.clone();
+                tokio::task::spawn_blocking(move || s.start_existing())
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+
+    let mut senders = Vec::new();
+    for w in 0..16 {
+        let (env, queue, sent, handled) = (
+            envs[w].clone(),
+            queue.clone(),
+            sent.clone(),
+            handled.clone(),
+        );
+        senders.push(tokio::spawn(async move {
+            loop {
+                let Some(n) = queue.lock().await.pop() else {
+                    break;
+                };
+                let id = format!("delivery-{n}");
+                let body = format!(r#"{{"order_id":"order-{}","n":{n}}}"#, n % orders);
+                let mut answers = Vec::new();
+                let mut slowest = Duration::ZERO;
+                let mut backoff = Duration::from_millis(50);
+                // The sender retries every non-2xx answer with backoff, as providers do.
+                for _ in 0..40 {
+                    let mut ctx = lambda_runtime::Context::default();
+                    // A 2-second function timeout: a crashed attempt's lease ends 3 s later.
+                    ctx.deadline = (SystemTime::now() + Duration::from_secs(2))
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis() as u64;
+                    let req = github_request(Format::HttpApiV2, &id, body.as_bytes(), false)
+                        .with_lambda_context(ctx);
+                    let t = Instant::now();
+                    let env = env.clone();
+                    // A panic inside the handler is the environment's invocation failing: the
+                    // sender sees a 502 from API Gateway.
+                    let status =
+                        match tokio::spawn(async move { answer(&env.handle(req).await).0 }).await {
+                            Ok(status) => status,
+                            Err(_) => 502,
+                        };
+                    slowest = slowest.max(t.elapsed());
+                    answers.push(status);
+                    if (200..300).contains(&status) {
+                        break;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(800));
+                }
+                handled.fetch_add(1, Ordering::Relaxed);
+                sent.lock().await.push(Sent {
+                    id,
+                    answers,
+                    slowest,
+                });
+            }
+        }));
+    }
+    for s in senders {
+        s.await.unwrap();
+    }
+    chaos.await.unwrap();
+    let senders_done = started.elapsed();
+
+    // Then the scheduled retention function runs until nothing is due.
+    let config = support::config(&url, &overrides);
+    let retention = hookclaim::environment::retention(&config, CrashAfterEffect)
+        .await
+        .unwrap();
+    let c = support::connect(&url).await;
+    let mut runs = 0;
+    let mut redriven_ok = 0;
+    loop {
+        let pending: i64 = c
+            .query_one(
+                "SELECT count(*) FROM hookclaim_deliveries WHERE status <> 'done'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if pending == 0 || runs >= 40 {
+            break;
+        }
+        let report = retention
+            .handle(
+                serde_json::json!({}),
+                SystemTime::now() + Duration::from_secs(30),
+            )
+            .await
+            .expect("retention run");
+        redriven_ok += report.redriven.ok;
+        runs += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    let sent = sent.lock().await;
+    let mut by_status: BTreeMap<u16, u64> = BTreeMap::new();
+    for s in sent.iter() {
+        for a in &s.answers {
+            *by_status.entry(*a).or_default() += 1;
+        }
+    }
+    let never_2xx: Vec<&str> = sent
+        .iter()
+        .filter(|s| !s.answers.iter().any(|a| (200..300).contains(a)))
+        .map(|s| s.id.as_str())
+        .collect();
+    let slowest = sent.iter().map(|s| s.slowest).max().unwrap_or_default();
+    let licences: i64 = c
+        .query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let licenced_orders: i64 = c
+        .query_one(
+            "SELECT count(DISTINCT order_id) FROM hookclaim_example_licences",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let statuses: BTreeMap<String, i64> = c
+        .query(
+            "SELECT status, count(*) FROM hookclaim_deliveries GROUP BY status",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let crashed = (0..unique)
+        .filter(|n| crashes(&format!("delivery-{n}")))
+        .count();
+    println!(
+        "chaos: {sends} sends, {unique} deliveries, {orders} orders, {crashed} crashing first attempts, \
+         2 database restarts; senders done in {senders_done:?}; answers by status {by_status:?}; \
+         deliveries never answered 2xx {}; slowest answer {slowest:?}; retention runs {runs} \
+         (re-driven ok {redriven_ok}); rows by status {statuses:?}; licences {licences}",
+        never_2xx.len()
+    );
+    // A 2xx was answered for every delivery eventually (nothing was given up by the senders)…
+    assert!(never_2xx.is_empty(), "never answered 2xx: {never_2xx:?}");
+    // …every delivery ended done, so nothing answered 2xx was lost…
+    assert_eq!(
+        statuses.get("done").copied(),
+        Some(unique as i64),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    // …and every order got exactly one licence.
+    assert_eq!(licences, orders as i64);
+    assert_eq!(licenced_orders, orders as i64);
+    // No answer waited past the connect timeout plus two statement deadlines (and slack).
+    assert!(
+        slowest < Duration::from_secs(8),
+        "slowest answer {slowest:?}"
+    );
+    assert!(
+        by_status.contains_key(&503),
+        "the restarts were seen: {by_status:?}"
+    );
+    assert!(
+        by_status.contains_key(&502),
+        "the crashes were seen: {by_status:?}"
+    );
+}
