@@ -126,13 +126,9 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
     });
 
     let mut senders = Vec::new();
-    for w in 0..16 {
-        let (env, queue, sent, handled) = (
-            envs[w].clone(),
-            queue.clone(),
-            sent.clone(),
-            handled.clone(),
-        );
+    for env in &envs {
+        let (env, queue, sent, handled) =
+            (env.clone(), queue.clone(), sent.clone(), handled.clone());
         senders.push(tokio::spawn(async move {
             loop {
                 let Some(n) = queue.lock().await.pop() else {
@@ -157,11 +153,9 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
                     let env = env.clone();
                     // A panic inside the handler is the environment's invocation failing: the
                     // sender sees a 502 from API Gateway.
-                    let status =
-                        match tokio::spawn(async move { answer(&env.handle(req).await).0 }).await {
-                            Ok(status) => status,
-                            Err(_) => 502,
-                        };
+                    let status = tokio::spawn(async move { answer(&env.handle(req).await).0 })
+                        .await
+                        .unwrap_or(502);
                     slowest = slowest.max(t.elapsed());
                     answers.push(status);
                     if (200..300).contains(&status) {
