@@ -40,3 +40,8 @@ CREATE INDEX hookclaim_deliveries_leases_idx
 CREATE INDEX hookclaim_deliveries_retries_idx
     ON hookclaim_deliveries (next_attempt_at)
     WHERE status = 'failed';
+
+-- Trim walks done rows that still hold a payload, oldest first; trimmed rows drop out of it.
+CREATE INDEX hookclaim_deliveries_trimmable_idx
+    ON hookclaim_deliveries (completed_at)
+    WHERE status = 'done' AND payload IS NOT NULL;
