@@ -104,6 +104,19 @@ async fn every_sample_event_gets_its_expected_status_through_the_emulator() {
         .filter(|v: &serde_json::Value| v["message"] == "delivery")
         .collect();
     assert_eq!(lines.len(), checked + 2, "one line per delivery:\n{logs}");
+    // Secret hygiene: no test secret in the function's output, in any encoding we know of.
+    let local = support::local_env();
+    let secrets: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(&local["HOOKCLAIM_SECRETS"]).unwrap();
+    for value in secrets.values() {
+        for secret in value.as_array().cloned().unwrap_or_else(|| vec![value.clone()]) {
+            let secret = secret.as_str().unwrap();
+            assert!(!logs.contains(secret), "a secret appears in the function's logs");
+            assert!(!logs.contains(&hex::encode(secret)), "a secret appears hex-encoded");
+        }
+    }
+    // The whole log also goes to the test output, which scripts/test scans once more.
+    println!("{logs}");
     let c = db.client().await;
     let licences: i64 = c
         .query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
