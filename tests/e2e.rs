@@ -109,10 +109,20 @@ async fn every_sample_event_gets_its_expected_status_through_the_emulator() {
     let secrets: std::collections::BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&local["HOOKCLAIM_SECRETS"]).unwrap();
     for value in secrets.values() {
-        for secret in value.as_array().cloned().unwrap_or_else(|| vec![value.clone()]) {
+        for secret in value
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| vec![value.clone()])
+        {
             let secret = secret.as_str().unwrap();
-            assert!(!logs.contains(secret), "a secret appears in the function's logs");
-            assert!(!logs.contains(&hex::encode(secret)), "a secret appears hex-encoded");
+            assert!(
+                !logs.contains(secret),
+                "a secret appears in the function's logs"
+            );
+            assert!(
+                !logs.contains(&hex::encode(secret)),
+                "a secret appears hex-encoded"
+            );
         }
     }
     // The whole log also goes to the test output, which scripts/test scans once more.
