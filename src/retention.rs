@@ -7,7 +7,6 @@
 //! reported and picked up by the next run. Operators invoke the function directly with a JSON
 //! command (see [`Command`] and `events/retention-*.json`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -18,7 +17,7 @@ use crate::db::{classify, Database, DbError, Session};
 use crate::observe;
 use crate::pipeline::{self, RetryPolicy, Settled};
 use crate::processor::{Delivery, Processor};
-use crate::schema;
+use crate::schema::{self, Readiness};
 use crate::store::{self, Attempt, Claimant, Finish, LedgerStats, StoredDelivery};
 
 /// At most this many dead deliveries are listed in one report; the rest are only counted.
@@ -409,7 +408,7 @@ pub struct Retention<P> {
     settings: RetentionSettings,
     retry: RetryPolicy,
     lease_margin: Duration,
-    ready: AtomicBool,
+    ready: Readiness,
 }
 
 impl<P: Processor> Retention<P> {
@@ -427,7 +426,7 @@ impl<P: Processor> Retention<P> {
             settings,
             retry,
             lease_margin,
-            ready: AtomicBool::new(false),
+            ready: Readiness::default(),
         }
     }
 
@@ -455,17 +454,7 @@ impl<P: Processor> Retention<P> {
     }
 
     async fn prepare_in(&self, session: &mut Session<'_>) -> Result<(), DbError> {
-        if self.ready.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let client = session.client().await?;
-        let applied = schema::migrate(client).await.map_err(classify)?;
-        if !applied.is_empty() {
-            tracing::info!(versions = ?applied, "schema migrations applied");
-        }
-        self.processor.setup(client).await.map_err(classify)?;
-        self.ready.store(true, Ordering::Release);
-        Ok(())
+        self.ready.ensure(session, &self.processor).await
     }
 
     /// Handles one invocation: parses the payload (refusing a malformed command before touching
@@ -482,7 +471,9 @@ impl<P: Processor> Retention<P> {
         })?;
         let clock = Clock::new(deadline, self.settings.deadline_margin);
         let mut report = Report::new(command.name());
-        let result = self.execute(&command, clock, &mut report).await;
+        // Boxed: the commands' futures nest deep enough to exceed the compiler's layout query
+        // depth in callers that wrap `handle` in further async code.
+        let result = Box::pin(self.execute(&command, clock, &mut report)).await;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         observe::emit(&report_line(
             &report,
@@ -583,7 +574,7 @@ impl<P: Processor> Retention<P> {
                 lease: clock.until_deadline() + self.lease_margin,
             };
             let next = session
-                .run(|c, _| Box::pin(store::reclaim_next_for_run(c, claimant)))
+                .run(|c, _| Box::pin(store::reclaim_next(c, claimant)))
                 .await?;
             let Some(stored) = next else {
                 return Ok(true);

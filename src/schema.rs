@@ -5,8 +5,13 @@
 //! a transaction pooler), and an up-to-date database costs one read with no lock at all, so the
 //! hot path never takes a session-level lock.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, GenericClient};
+
+use crate::db::{classify, DbError, Session};
+use crate::processor::Processor;
 
 /// One migration: a version, a name for the log, and its SQL.
 #[derive(Debug, Clone, Copy)]
@@ -85,4 +90,31 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Er
     }
     tx.commit().await?;
     Ok(applied)
+}
+
+/// Whether this environment has brought the schema up to date and run the processor's setup.
+/// Both functions do it once per environment, at cold start or, if the database was not
+/// reachable then, before their first use of it.
+#[derive(Debug, Default)]
+pub struct Readiness(AtomicBool);
+
+impl Readiness {
+    /// Migrates and runs `processor`'s setup unless that already succeeded here.
+    pub async fn ensure<P: Processor>(
+        &self,
+        session: &mut Session<'_>,
+        processor: &P,
+    ) -> Result<(), DbError> {
+        if self.0.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let client = session.client().await?;
+        let applied = migrate(client).await.map_err(classify)?;
+        if !applied.is_empty() {
+            tracing::info!(versions = ?applied, "schema migrations applied");
+        }
+        processor.setup(client).await.map_err(classify)?;
+        self.0.store(true, Ordering::Release);
+        Ok(())
+    }
 }

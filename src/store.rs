@@ -331,40 +331,6 @@ impl StoredDelivery {
     }
 }
 
-const RECLAIM_NEXT: &str = concat!(
-    "UPDATE hookclaim_deliveries AS d
-    SET status = 'processing', attempt = d.attempt + 1, lease_owner = $1,
-        lease_until = now() + make_interval(secs => $2), next_attempt_at = NULL,
-        updated_at = now()
-  WHERE (d.source, d.delivery_id) = (
-        SELECT source, delivery_id FROM hookclaim_deliveries AS c
-         WHERE ",
-    takeover_condition!("c"),
-    "
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED)
-    AND ",
-    takeover_condition!("d"),
-    "
-RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error"
-);
-
-/// Takes over one expired lease or due retry, if any, under the same rule as [`claim`].
-/// Rows locked by a concurrent claimant are skipped rather than waited for.
-pub async fn reclaim_next(
-    client: &(impl GenericClient + Sync),
-    claimant: Claimant<'_>,
-) -> Result<Option<StoredDelivery>, Error> {
-    let lease_secs = claimant.lease.as_secs_f64();
-    let row = client
-        .query_typed_opt(
-            RECLAIM_NEXT,
-            &[(&claimant.owner, Type::TEXT), (&lease_secs, Type::FLOAT8)],
-        )
-        .await?;
-    Ok(row.as_ref().map(StoredDelivery::from_row))
-}
-
 const TAKE_ONE: &str = "UPDATE hookclaim_deliveries AS d
     SET status = 'processing', attempt = d.attempt + 1, lease_owner = $3,
         lease_until = now() + make_interval(secs => $4), next_attempt_at = NULL,
@@ -435,7 +401,7 @@ pub async fn state(
     }))
 }
 
-const RECLAIM_NEXT_FOR_RUN: &str = concat!(
+const RECLAIM_NEXT: &str = concat!(
     "UPDATE hookclaim_deliveries AS d
     SET status = 'processing', attempt = d.attempt + 1, lease_owner = $1,
         lease_until = now() + make_interval(secs => $2), next_attempt_at = NULL,
@@ -455,18 +421,19 @@ const RECLAIM_NEXT_FOR_RUN: &str = concat!(
 RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error"
 );
 
-/// [`reclaim_next`] for a retention run that uses one owner token for all its reclaims: rows
-/// this owner already holds or held are skipped, so each due delivery gets at most one attempt
-/// per run however short its backoff, and a poison delivery cannot spin through all its attempts
-/// in one run. Same takeover rule otherwise.
-pub async fn reclaim_next_for_run(
+/// Takes over one expired lease or due retry, if any, under the same rule as [`claim`], for a
+/// retention run that uses one owner token for all its reclaims. Rows locked by a concurrent
+/// claimant are skipped rather than waited for; rows this owner already holds or held are
+/// skipped too, so each due delivery gets at most one attempt per run however short its
+/// backoff, and a poison delivery cannot spin through all its attempts in one run.
+pub async fn reclaim_next(
     client: &(impl GenericClient + Sync),
     claimant: Claimant<'_>,
 ) -> Result<Option<StoredDelivery>, Error> {
     let lease_secs = claimant.lease.as_secs_f64();
     let row = client
         .query_typed_opt(
-            RECLAIM_NEXT_FOR_RUN,
+            RECLAIM_NEXT,
             &[(&claimant.owner, Type::TEXT), (&lease_secs, Type::FLOAT8)],
         )
         .await?;

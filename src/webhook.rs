@@ -3,7 +3,6 @@
 //! retries as it should. Every expected failure becomes a response here, at one boundary.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,13 +12,13 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Source};
-use crate::db::{classify, Database, DbError, Session};
+use crate::db::{Database, DbError, Session};
 use crate::invocation;
 use crate::keys::{Keys, KeysError};
 use crate::observe::{self, DeliveryRecord};
 use crate::pipeline::{self, RetryPolicy, Settled};
 use crate::processor::{Delivery, Processor};
-use crate::schema;
+use crate::schema::Readiness;
 use crate::store::{self, Claim, Claimant, NewDelivery};
 use crate::verify::{self, Scheme, Verified, VerifyError};
 
@@ -35,7 +34,7 @@ pub struct Webhook<P> {
     lease_margin: Duration,
     retry: RetryPolicy,
     clock: fn() -> SystemTime,
-    ready: AtomicBool,
+    ready: Readiness,
 }
 
 /// Why a request is refused before (or instead of) processing, with its status.
@@ -165,7 +164,7 @@ impl<P: Processor> Webhook<P> {
             lease_margin: config.lease_margin,
             retry: config.retry,
             clock: SystemTime::now,
-            ready: AtomicBool::new(false),
+            ready: Readiness::default(),
         }
     }
 
@@ -177,17 +176,7 @@ impl<P: Processor> Webhook<P> {
     }
 
     async fn prepare_in(&self, session: &mut Session<'_>) -> Result<(), DbError> {
-        if self.ready.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let client = session.client().await?;
-        let applied = schema::migrate(client).await.map_err(classify)?;
-        if !applied.is_empty() {
-            tracing::info!(versions = ?applied, "schema migrations applied");
-        }
-        self.processor.setup(client).await.map_err(classify)?;
-        self.ready.store(true, Ordering::Release);
-        Ok(())
+        self.ready.ensure(session, &self.processor).await
     }
 
     /// Replaces the clock used for signature timestamps (tests with recorded events).
