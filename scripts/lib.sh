@@ -42,6 +42,10 @@ ensure_tools() {
     exit 1
   fi
   export PATH="$bindir:$PATH"
+  if ! have pgbouncer && [ ! -x /usr/sbin/pgbouncer ]; then
+    step "installing PgBouncer (tests/pooler.rs runs through it)"
+    apt_install pgbouncer
+  fi
   if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
     # initdb refuses to run as root: the harness runs the server as this user.
     useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres

@@ -72,12 +72,19 @@ pub enum DatabaseFrom {
 }
 
 /// Which shipped processor the `webhook` and `retention` binaries run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessorChoice {
     /// [`crate::processor::StoreOnly`].
     Store,
     /// [`crate::processor::Licences`].
     Licence,
+    /// [`crate::forward::Forwarder`] to `FORWARD_URL`.
+    Forward {
+        /// Where deliveries are posted.
+        url: http::Uri,
+        /// Bound on one call.
+        timeout: Duration,
+    },
 }
 
 /// What the retention function does on a scheduled run.
@@ -116,6 +123,9 @@ pub struct Config {
     /// `DATABASE_IAM_USER`: with IAM authentication, the database user to connect as, in place
     /// of the user in `DATABASE_URL` or the secret.
     pub iam_user: Option<String>,
+    /// `DATABASE_POOLED`: the database is reached through a transaction pooler (PgBouncer in
+    /// transaction mode, RDS Proxy), so no startup `options` are sent; see [`DbSettings::pooled`].
+    pub pooled: bool,
     /// Added to the invocation's deadline to make the lease.
     pub lease_margin: Duration,
     /// Retry policy for failed processing.
@@ -231,6 +241,8 @@ impl Config {
             ));
         }
 
+        let pooled = flag(&get, "DATABASE_POOLED")?;
+
         let retry = RetryPolicy {
             max_attempts: int(&get, "MAX_ATTEMPTS", 8, 1, 1000)? as i32,
             base: Duration::from_secs(secs(&get, "RETRY_BASE_SECS", 30)?),
@@ -264,6 +276,7 @@ impl Config {
             )?),
             iam_auth,
             iam_user,
+            pooled,
             lease_margin: Duration::from_secs(secs(&get, "LEASE_MARGIN_SECS", 10)?),
             retry,
             retention: RetentionSettings {
@@ -279,10 +292,28 @@ impl Config {
             processor: match get("HOOKCLAIM_PROCESSOR").as_deref().unwrap_or("store") {
                 "store" => ProcessorChoice::Store,
                 "licence" => ProcessorChoice::Licence,
+                "forward" => ProcessorChoice::Forward {
+                    url: get("FORWARD_URL")
+                        .and_then(|u| u.parse::<http::Uri>().ok())
+                        .filter(|u| matches!(u.scheme_str(), Some("http" | "https")))
+                        .ok_or_else(|| {
+                            bad(
+                                "FORWARD_URL",
+                                "HOOKCLAIM_PROCESSOR=forward needs an http:// or https:// URL",
+                            )
+                        })?,
+                    timeout: Duration::from_millis(int(
+                        &get,
+                        "FORWARD_TIMEOUT_MS",
+                        5000,
+                        100,
+                        60_000,
+                    )?),
+                },
                 other => {
                     return Err(bad(
                         "HOOKCLAIM_PROCESSOR",
-                        format!("{other:?} is not one of store, licence"),
+                        format!("{other:?} is not one of store, licence, forward"),
                     ))
                 }
             },
@@ -308,6 +339,7 @@ impl Config {
             connect_timeout: self.connect_timeout,
             statement_timeout: self.statement_timeout,
             keepalive_idle: Duration::from_secs(30),
+            pooled: self.pooled,
         }
     }
 }
@@ -476,6 +508,16 @@ mod tests {
         assert_eq!(c.retry.max_attempts, 8);
         assert_eq!(c.processor, ProcessorChoice::Store);
         assert_eq!(c.sources["stripe"].max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert!(!c.pooled);
+    }
+
+    #[test]
+    fn database_pooled_reaches_the_connection_settings() {
+        let pg: tokio_postgres::Config = "postgres://u@localhost/db".parse().unwrap();
+        assert!(!with(&[]).unwrap().db_settings(pg.clone()).pooled);
+        let pooled = with(&[("DATABASE_POOLED", "true")]).unwrap();
+        assert!(pooled.pooled);
+        assert!(pooled.db_settings(pg).pooled);
     }
 
     #[test]
@@ -513,12 +555,21 @@ mod tests {
             (&[("MAX_ATTEMPTS", "0")], "MAX_ATTEMPTS"),
             (&[("RETENTION_DAYS", "ten")], "RETENTION_DAYS"),
             (&[("HOOKCLAIM_PROCESSOR", "magic")], "HOOKCLAIM_PROCESSOR"),
+            (&[("HOOKCLAIM_PROCESSOR", "forward")], "FORWARD_URL"),
+            (
+                &[
+                    ("HOOKCLAIM_PROCESSOR", "forward"),
+                    ("FORWARD_URL", "ftp://x"),
+                ],
+                "FORWARD_URL",
+            ),
             (&[("DATABASE_IAM_AUTH", "yes")], "DATABASE_IAM_AUTH"),
             (
                 &[("DATABASE_IAM_AUTH", "true"), ("DATABASE_TLS", "disable")],
                 "DATABASE_TLS",
             ),
             (&[("DATABASE_IAM_USER", "app")], "DATABASE_IAM_USER"),
+            (&[("DATABASE_POOLED", "pgbouncer")], "DATABASE_POOLED"),
             (
                 &[
                     ("HOOKCLAIM_SECRETS_ARN", "arn"),

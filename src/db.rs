@@ -9,18 +9,27 @@
 //! The login comes from [`Credentials`], consulted at every connect: fixed settings, an
 //! RDS-format secret that is read again once when the server refuses its password (a rotation),
 //! or an RDS IAM token signed afresh for each connection.
+//!
+//! Server-side timeouts travel in the startup `options` on a direct connection. A transaction
+//! pooler refuses that parameter (PgBouncer: "unsupported startup parameter: options"; RDS
+//! Proxy: "doesn't support command-line options") or, configured to ignore it, drops it, so with
+//! [`DbSettings::pooled`] none is sent and the timeouts come from the database role
+//! (`ALTER ROLE … SET statement_timeout`), which every pooled server connection logs in with.
+//! The client-side deadline applies either way, and when it fires the statement is cancelled on
+//! the server before the connection is let go, so it cannot keep running (and keep its locks)
+//! on a server connection behind the pooler.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{CancelToken, Client, NoTls};
 
 use crate::aws::{DatabaseSecret, RdsIamAuth};
 
@@ -65,6 +74,10 @@ pub struct DbSettings {
     pub statement_timeout: Duration,
     /// TCP keepalive idle time, so a dead peer is noticed while the environment is warm.
     pub keepalive_idle: Duration,
+    /// The endpoint is a transaction pooler (PgBouncer `pool_mode = transaction`, RDS Proxy):
+    /// send no startup `options`, which poolers refuse or drop. The server-side timeouts must
+    /// then be set on the role; the first connection checks and warns when they are not.
+    pub pooled: bool,
 }
 
 impl std::fmt::Debug for DbSettings {
@@ -76,6 +89,7 @@ impl std::fmt::Debug for DbSettings {
             .field("ca_file", &self.ca_file)
             .field("connect_timeout", &self.connect_timeout)
             .field("statement_timeout", &self.statement_timeout)
+            .field("pooled", &self.pooled)
             .finish()
     }
 }
@@ -174,6 +188,10 @@ pub struct Database {
     tls: Option<postgres_native_tls::MakeTlsConnector>,
     conn: Mutex<Option<Client>>,
     connects: AtomicU64,
+    /// Pooled mode: whether the role's server-side timeouts have been checked (once).
+    timeouts_checked: AtomicBool,
+    /// Host and port of the last connection made, where a cancel request goes.
+    target: std::sync::Mutex<Option<(String, u16)>>,
 }
 
 /// How one connection attempt ended.
@@ -206,6 +224,8 @@ impl Database {
             tls,
             conn: Mutex::new(None),
             connects: AtomicU64::new(0),
+            timeouts_checked: AtomicBool::new(false),
+            target: std::sync::Mutex::new(None),
         })
     }
 
@@ -217,6 +237,10 @@ impl Database {
     /// The settings this database was made with.
     pub fn settings(&self) -> &DbSettings {
         &self.settings
+    }
+
+    fn target(&self) -> Option<(String, u16)> {
+        self.target.lock().ok()?.clone()
     }
 
     /// How many connections this environment has opened so far.
@@ -235,6 +259,14 @@ impl Database {
     /// Opens a connection. A refused login is tried once more if the credentials can be
     /// renewed (a rotated password in the secret).
     async fn connect(&self) -> Result<Client, DbError> {
+        let client = self.connect_with_renewal().await?;
+        if self.settings.pooled && !self.timeouts_checked.swap(true, Ordering::Relaxed) {
+            self.check_role_timeouts(&client).await;
+        }
+        Ok(client)
+    }
+
+    async fn connect_with_renewal(&self) -> Result<Client, DbError> {
         let refused = match self.attempt().await {
             Attempt::Connected(client) => return Ok(client),
             Attempt::Failed(e) => return Err(e),
@@ -250,6 +282,31 @@ impl Database {
         }
     }
 
+    /// Pooled mode sends no startup options, so the server-side timeouts are whatever the role
+    /// (or database) defaults say. Warns, once per environment, when they are off: a runaway
+    /// statement or an abandoned transaction would then hold a pooled server connection until
+    /// the client's cancel reaches it, or forever if the client died.
+    async fn check_role_timeouts(&self, client: &Client) {
+        let read = client.query_typed_one(ROLE_TIMEOUTS, &[]);
+        let Ok(Ok(row)) = tokio::time::timeout(self.settings.statement_timeout, read).await else {
+            // The first real statement will meet whatever is wrong with the connection.
+            return;
+        };
+        let statement: String = row.get(0);
+        let idle_in_transaction: String = row.get(1);
+        if statement == "0" || idle_in_transaction == "0" {
+            tracing::warn!(
+                statement_timeout = %statement,
+                idle_in_transaction_session_timeout = %idle_in_transaction,
+                "DATABASE_POOLED: the server applies no timeout to this role; set them on it, e.g. \
+                 ALTER ROLE <user> SET statement_timeout = '{}ms'; \
+                 ALTER ROLE <user> SET idle_in_transaction_session_timeout = '{}ms'",
+                self.settings.statement_timeout.as_millis(),
+                self.settings.statement_timeout.as_millis() * 4,
+            );
+        }
+    }
+
     async fn attempt(&self) -> Attempt {
         let mut pg = match self.credentials.login(&self.settings.pg).await {
             Ok(pg) => pg,
@@ -257,12 +314,10 @@ impl Database {
         };
         pg.connect_timeout(self.settings.connect_timeout)
             .keepalives(true)
-            .keepalives_idle(self.settings.keepalive_idle)
-            .options(format!(
-                "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
-                self.settings.statement_timeout.as_millis(),
-                self.settings.statement_timeout.as_millis() * 4
-            ));
+            .keepalives_idle(self.settings.keepalive_idle);
+        if let Some(options) = startup_options(&self.settings) {
+            pg.options(options);
+        }
         let connect = async {
             match &self.tls {
                 None => {
@@ -281,9 +336,18 @@ impl Database {
         match tokio::time::timeout(self.settings.connect_timeout, connect).await {
             Err(_) => Attempt::Failed(DbError::Connect("timed out".into())),
             Ok(Err(e)) if is_login_refused(&e) => Attempt::Refused(e),
-            Ok(Err(e)) => Attempt::Failed(DbError::Connect(describe(&e))),
+            Ok(Err(e)) => Attempt::Failed(DbError::Connect(with_pooler_hint(
+                describe(&e),
+                self.settings.pooled,
+            ))),
             Ok(Ok(client)) => {
                 self.connects.fetch_add(1, Ordering::Relaxed);
+                if let (Some(Host::Tcp(host)), Ok(mut target)) =
+                    (pg.get_hosts().first(), self.target.lock())
+                {
+                    let port = pg.get_ports().first().copied().unwrap_or(5432);
+                    *target = Some((host.clone(), port));
+                }
                 Attempt::Connected(client)
             }
         }
@@ -351,18 +415,159 @@ impl Session<'_> {
         match tokio::time::timeout(deadline, op(client, std::marker::PhantomData)).await {
             Err(_) => {
                 // The socket may be dead; its state is unknown either way.
-                self.discard();
+                self.cancel_and_discard();
                 Err(DbError::Timeout)
             }
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(classify(e)),
         }
     }
+
+    /// Forgets the connection after its statement overran the client deadline, asking the
+    /// server to cancel that statement first. Closing the socket alone does not stop it: behind
+    /// a pooler the server connection keeps running it (and holding its locks) after the pooler
+    /// lets go of the client, and a direct backend only notices when it next writes. The old
+    /// client stays open until the cancelled statement has ended (all bounded by the connect
+    /// timeout), so the pooler gets its server connection back instead of having to close it.
+    fn cancel_and_discard(&mut self) {
+        let Some(client) = self.guard.take() else {
+            return;
+        };
+        let Some(target) = self.db.target() else {
+            return;
+        };
+        let token = client.cancel_token();
+        let tls = self.db.tls.clone();
+        let limit = self.db.settings.connect_timeout;
+        tokio::spawn(async move {
+            let settle = async {
+                cancel(&token, tls, target).await?;
+                // Requests are answered in order: this returns once the cancelled statement
+                // has ended.
+                client.batch_execute("").await.map_err(io_error)
+            };
+            if let Ok(Err(e)) = tokio::time::timeout(limit, settle).await {
+                tracing::debug!(error = %e, "cancel after the client deadline not confirmed");
+            }
+        });
+    }
+}
+
+/// Sends a cancel request for `token`'s connection to `target` and waits until the other end
+/// closes the cancel connection, as libpq does. tokio-postgres's own `cancel_query` closes it
+/// at once, and PgBouncer drops a cancel request whose connection closes before the server has
+/// acknowledged it.
+async fn cancel(
+    token: &CancelToken,
+    tls: Option<postgres_native_tls::MakeTlsConnector>,
+    (host, port): (String, u16),
+) -> std::io::Result<()> {
+    let socket = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await?
+        .into_std()?;
+    // A second handle on the same socket, to see the close after the request has been sent.
+    let watch = tokio::net::TcpStream::from_std(socket.try_clone()?)?;
+    let stream = KeepOpen(tokio::net::TcpStream::from_std(socket)?);
+    match tls {
+        None => token.cancel_query_raw(stream, NoTls).await,
+        Some(mut tls) => {
+            let connect =
+                tokio_postgres::tls::MakeTlsConnect::<KeepOpen>::make_tls_connect(&mut tls, &host)
+                    .map_err(std::io::Error::other)?;
+            token.cancel_query_raw(stream, connect).await
+        }
+    }
+    .map_err(io_error)?;
+    let mut buf = [0u8; 64];
+    loop {
+        watch.readable().await?;
+        match watch.try_read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            // A reset is a close too.
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+fn io_error(e: tokio_postgres::Error) -> std::io::Error {
+    std::io::Error::other(describe(&e))
+}
+
+/// A socket whose shutdown only flushes: the cancel request must not half-close it (see
+/// [`cancel`]).
+#[derive(Debug)]
+struct KeepOpen(tokio::net::TcpStream);
+
+impl tokio::io::AsyncRead for KeepOpen {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for KeepOpen {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
 }
 
 /// Extra time the client allows beyond the server's statement timeout before it gives up on the
 /// socket: the server's own cancellation should normally win.
 const CLIENT_SLACK: Duration = Duration::from_millis(500);
+
+/// What the role gives a pooled server connection (text, as `SHOW` prints it; "0" is off).
+const ROLE_TIMEOUTS: &str = "SELECT current_setting('statement_timeout'),
+       current_setting('idle_in_transaction_session_timeout')";
+
+/// The startup `options` for a direct connection: the server-side timeouts, so the server ends a
+/// runaway statement or an abandoned transaction on its own. `None` behind a pooler, which
+/// refuses or drops them.
+fn startup_options(settings: &DbSettings) -> Option<String> {
+    if settings.pooled {
+        return None;
+    }
+    let ms = settings.statement_timeout.as_millis();
+    Some(format!(
+        "-c statement_timeout={ms} -c idle_in_transaction_session_timeout={}",
+        ms * 4
+    ))
+}
+
+/// A connect error, with the fix named when it is a pooler refusing the startup options.
+fn with_pooler_hint(message: String, pooled: bool) -> String {
+    let refused_options = message.contains("unsupported startup parameter")
+        || message.contains("command-line options");
+    if pooled || !refused_options {
+        return message;
+    }
+    format!(
+        "{message}; a connection pooler (PgBouncer, RDS Proxy) refuses startup options: \
+         set DATABASE_POOLED=true"
+    )
+}
 
 /// Wraps a driver error as a connection failure or a statement failure.
 pub fn classify(e: tokio_postgres::Error) -> DbError {
@@ -491,6 +696,41 @@ mod tests {
         let bundle = format!("junk\n{one}{one}-----BEGIN CERTIFICATE-----\ntruncated");
         assert_eq!(pem_certificates(bundle.as_bytes()).len(), 2);
         assert!(pem_certificates(b"nothing").is_empty());
+    }
+
+    fn settings(pooled: bool) -> DbSettings {
+        DbSettings {
+            pg: tokio_postgres::Config::new(),
+            tls: TlsMode::Disable,
+            ca_file: None,
+            connect_timeout: Duration::from_secs(3),
+            statement_timeout: Duration::from_millis(5000),
+            keepalive_idle: Duration::from_secs(30),
+            pooled,
+        }
+    }
+
+    #[test]
+    fn direct_connections_carry_the_timeouts_and_pooled_ones_send_no_options() {
+        assert_eq!(
+            startup_options(&settings(false)).as_deref(),
+            Some("-c statement_timeout=5000 -c idle_in_transaction_session_timeout=20000")
+        );
+        assert_eq!(startup_options(&settings(true)), None);
+    }
+
+    #[test]
+    fn a_pooler_refusing_startup_options_is_answered_with_the_setting_to_use() {
+        let pgbouncer = "unsupported startup parameter: options (08P01)".to_string();
+        let rds_proxy = "Feature not supported: RDS Proxy currently doesn't support \
+                         command-line options. (0A000)"
+            .to_string();
+        for refusal in [pgbouncer, rds_proxy] {
+            assert!(with_pooler_hint(refusal.clone(), false).ends_with("set DATABASE_POOLED=true"));
+            assert_eq!(with_pooler_hint(refusal.clone(), true), refusal);
+        }
+        let other = "connection refused".to_string();
+        assert_eq!(with_pooler_hint(other.clone(), false), other);
     }
 
     #[test]

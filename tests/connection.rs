@@ -214,6 +214,7 @@ async fn connect_with(
         connect_timeout: Duration::from_secs(3),
         statement_timeout: Duration::from_secs(3),
         keepalive_idle: Duration::from_secs(30),
+        pooled: false,
     })
     .map_err(|e| e.to_string())?;
     let mut session = db.session().await;

@@ -9,6 +9,7 @@
 
 pub mod emulator;
 pub mod moto;
+pub mod pgbouncer;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
