@@ -8,6 +8,7 @@ pub mod aws;
 pub mod config;
 pub mod db;
 pub mod environment;
+pub mod forward;
 pub mod invocation;
 pub mod keys;
 pub mod observe;

@@ -1,6 +1,7 @@
 //! The retention Lambda function: wiring only. See `hookclaim::retention`.
 
 use hookclaim::config::{Config, ProcessorChoice};
+use hookclaim::forward::Forwarder;
 use hookclaim::processor::{Licences, Processor, StoreOnly};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 
@@ -9,9 +10,12 @@ async fn main() -> Result<(), Error> {
     hookclaim::observe::init_logging();
     let config =
         Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
-    match config.processor {
+    match &config.processor {
         ProcessorChoice::Store => serve(&config, StoreOnly).await,
         ProcessorChoice::Licence => serve(&config, Licences).await,
+        ProcessorChoice::Forward { url, timeout } => {
+            serve(&config, Forwarder::new(url.clone(), *timeout)?).await
+        }
     }
 }
 

@@ -1,0 +1,143 @@
+//! A shipped processor for Strategy B: forward each verified delivery to an HTTP endpoint of
+//! yours (an internal service, a queue gateway), exactly once from that endpoint's point of view.
+//!
+//! Each call carries an `Idempotency-Key` derived from source and delivery id, the same on every
+//! attempt. If the function crashes after the call and before the delivery is finished, the
+//! re-drive calls again with the same key, and the endpoint recognises the repeat.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio_postgres::Transaction;
+
+use crate::processor::{Delivery, Outcome, Processor};
+
+/// The header carrying the idempotency key.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Forwards deliveries to one URL (`FORWARD_URL`).
+pub struct Forwarder {
+    url: http::Uri,
+    timeout: Duration,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl Forwarder {
+    /// A forwarder to `url` (http or https; https verified against the system's roots).
+    pub fn new(url: http::Uri, timeout: Duration) -> Result<Self, String> {
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| format!("cannot load the system's root certificates: {e}"))?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Forwarder {
+            url,
+            timeout,
+            client: Client::builder(TokioExecutor::new()).build(https),
+        })
+    }
+
+    fn request(&self, d: &Delivery) -> Result<http::Request<Full<Bytes>>, http::Error> {
+        let content_type = d
+            .headers
+            .get("content-type")
+            .map_or("application/json", String::as_str);
+        let mut req = http::Request::post(self.url.clone())
+            .header(http::header::CONTENT_TYPE, content_type)
+            .header(IDEMPOTENCY_KEY, d.idempotency_key())
+            .header("x-hookclaim-source", &d.source)
+            .header("x-hookclaim-attempt", d.attempt.to_string());
+        // Ids and types are visible ASCII for every provider; anything else is left out rather
+        // than failing the delivery.
+        if let Ok(v) = http::HeaderValue::from_str(&d.delivery_id) {
+            req = req.header("x-hookclaim-delivery-id", v);
+        }
+        if let Some(Ok(v)) = d.event_type.as_deref().map(http::HeaderValue::from_str) {
+            req = req.header("x-hookclaim-event-type", v);
+        }
+        req.body(Full::new(Bytes::from(d.payload.clone())))
+    }
+}
+
+/// How the endpoint's answer is read: 2xx (and 409, "already done with this key") is done;
+/// 408, 429 and 5xx are worth retrying; any other 4xx will never succeed.
+pub fn outcome_of(status: http::StatusCode) -> Outcome {
+    match status.as_u16() {
+        200..=299 | 409 => Outcome::Done,
+        408 | 429 | 500..=599 => Outcome::Retry(format!("forward endpoint answered {status}")),
+        _ => Outcome::Permanent(format!("forward endpoint answered {status}")),
+    }
+}
+
+impl Processor for Forwarder {
+    fn name(&self) -> &'static str {
+        "forward"
+    }
+
+    async fn process(
+        &self,
+        delivery: &Delivery,
+        _tx: &Transaction<'_>,
+    ) -> Result<Outcome, tokio_postgres::Error> {
+        let req = match self.request(delivery) {
+            Ok(req) => req,
+            Err(e) => return Ok(Outcome::Permanent(format!("cannot build the request: {e}"))),
+        };
+        let call = async {
+            let resp = self.client.request(req).await?;
+            let status = resp.status();
+            // Read the answer to the end so the connection can be reused.
+            let _ = resp.into_body().collect().await;
+            Ok::<_, hyper_util::client::legacy::Error>(status)
+        };
+        Ok(match tokio::time::timeout(self.timeout, call).await {
+            Err(_) => Outcome::Retry("forward endpoint timed out".into()),
+            Ok(Err(e)) => Outcome::Retry(format!("forward failed: {e}")),
+            Ok(Ok(status)) => outcome_of(status),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_answers_map_to_outcomes() {
+        let done = [200, 201, 204, 409];
+        let retry = [408, 429, 500, 502, 503];
+        let permanent = [400, 401, 403, 404, 410, 422];
+        for s in done {
+            assert_eq!(
+                outcome_of(http::StatusCode::from_u16(s).unwrap()),
+                Outcome::Done,
+                "{s}"
+            );
+        }
+        for s in retry {
+            assert!(
+                matches!(
+                    outcome_of(http::StatusCode::from_u16(s).unwrap()),
+                    Outcome::Retry(_)
+                ),
+                "{s}"
+            );
+        }
+        for s in permanent {
+            assert!(
+                matches!(
+                    outcome_of(http::StatusCode::from_u16(s).unwrap()),
+                    Outcome::Permanent(_)
+                ),
+                "{s}"
+            );
+        }
+    }
+}

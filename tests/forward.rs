@@ -1,0 +1,235 @@
+//! Strategy B: effects at another service. The forward processor calls a local HTTP endpoint
+//! with an idempotency key; a crash between the call and finishing yields at most one repeat
+//! call, carrying the same key.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hookclaim::forward::{Forwarder, IDEMPOTENCY_KEY};
+use hookclaim::processor::{Delivery, Outcome, Processor};
+use lambda_http::RequestExt;
+use support::{answer, github_request, row, Format, TestDb};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Mutex;
+use tokio_postgres::Transaction;
+
+/// One call the endpoint received: its idempotency key and body.
+#[derive(Debug, Clone, PartialEq)]
+struct Call {
+    key: String,
+    body: String,
+}
+
+/// A minimal HTTP/1.1 endpoint on loopback that records every call and answers `status`.
+async fn endpoint(status: u16) -> (String, Arc<Mutex<Vec<Call>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let recorded = calls.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let calls = recorded.clone();
+            tokio::spawn(async move {
+                loop {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    // Read the head, then as much body as content-length says.
+                    let (head, body_start) = loop {
+                        let n = match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break (String::from_utf8_lossy(&buf[..i]).to_lowercase(), i + 4);
+                        }
+                    };
+                    let header = |name: &str| {
+                        head.lines()
+                            .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+                    };
+                    let len: usize = header("content-length")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < body_start + len {
+                        let n = sock.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    calls.lock().await.push(Call {
+                        key: header(IDEMPOTENCY_KEY).unwrap_or_default(),
+                        body: String::from_utf8_lossy(&buf[body_start..body_start + len]).into(),
+                    });
+                    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n");
+                    if sock.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, calls)
+}
+
+/// The forwarder, crashing (panicking) after its call on the first attempt: the effect happened
+/// at the other service, the delivery was never finished.
+struct CrashAfterCall(Forwarder);
+
+impl Processor for CrashAfterCall {
+    fn name(&self) -> &'static str {
+        "crash-after-call"
+    }
+
+    async fn process(
+        &self,
+        d: &Delivery,
+        tx: &Transaction<'_>,
+    ) -> Result<Outcome, tokio_postgres::Error> {
+        let outcome = self.0.process(d, tx).await?;
+        if d.attempt == 1 {
+            panic!("simulated crash after the call");
+        }
+        Ok(outcome)
+    }
+}
+
+fn forwarder(url: &str) -> Forwarder {
+    Forwarder::new(url.parse().unwrap(), Duration::from_secs(5)).unwrap()
+}
+
+#[tokio::test]
+async fn forwarded_once_and_a_duplicate_is_not_forwarded_again() {
+    let db = TestDb::migrated().await;
+    let (url, calls) = endpoint(200).await;
+    let hook = support::webhook(&db.url, &[], forwarder(&url)).await;
+    let body = br#"{"order_id":"o-1"}"#;
+
+    let first = hook
+        .handle(github_request(Format::HttpApiV2, "fwd-1", body, false))
+        .await;
+    let again = hook
+        .handle(github_request(Format::HttpApiV2, "fwd-1", body, false))
+        .await;
+
+    assert_eq!(answer(&first).0, 200);
+    assert_eq!(answer(&again).1["status"], "duplicate");
+    let calls = calls.lock().await;
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].key,
+        hookclaim::processor::idempotency_key("github", "fwd-1")
+    );
+    assert_eq!(calls[0].body, r#"{"order_id":"o-1"}"#);
+}
+
+#[tokio::test]
+async fn endpoint_errors_become_retries_or_dead_letters() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let (down, _) = endpoint(503).await;
+    let hook = support::webhook(&db.url, &[], forwarder(&down)).await;
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "fwd-503", b"{}", false))
+        .await;
+    assert_eq!(answer(&resp).0, 503);
+    assert_eq!(row(&c, "github", "fwd-503").await.unwrap().0, "failed");
+
+    let (gone, _) = endpoint(410).await;
+    let hook = support::webhook(&db.url, &[], forwarder(&gone)).await;
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "fwd-410", b"{}", false))
+        .await;
+    assert_eq!(answer(&resp).1["status"], "dead");
+
+    // Nothing listening: a connection error is retryable.
+    let port = support::free_port();
+    let hook = support::webhook(
+        &db.url,
+        &[],
+        forwarder(&format!("http://127.0.0.1:{port}/x")),
+    )
+    .await;
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "fwd-refused",
+            b"{}",
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&resp).0, 503);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_the_call_and_finishing_repeats_the_call_at_most_once_with_the_same_key() {
+    let db = TestDb::migrated().await;
+    let (url, calls) = endpoint(200).await;
+    let overrides = [("LEASE_MARGIN_SECS", "0")];
+    let hook =
+        Arc::new(support::webhook(&db.url, &overrides, CrashAfterCall(forwarder(&url))).await);
+    let body = br#"{"order_id":"o-crash"}"#;
+
+    // The first invocation (a 3-second function timeout) calls the endpoint, then crashes.
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.deadline = (SystemTime::now() + Duration::from_secs(3))
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let req = github_request(Format::HttpApiV2, "fwd-crash", body, false).with_lambda_context(ctx);
+    let crashed = tokio::spawn({
+        let hook = hook.clone();
+        async move { hook.handle(req).await }
+    })
+    .await;
+    assert!(crashed.is_err(), "the invocation crashed");
+
+    // The sender's retry while the lease holds: in progress, no call.
+    let during = hook
+        .handle(github_request(Format::HttpApiV2, "fwd-crash", body, false))
+        .await;
+    assert_eq!(answer(&during).0, 202, "{:?}", answer(&during));
+    let c = db.client().await;
+    let lease_left: f64 = c
+        .query_one(
+            "SELECT extract(epoch FROM lease_until - now())::float8 FROM hookclaim_deliveries
+              WHERE delivery_id = 'fwd-crash'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    tokio::time::sleep(Duration::from_secs_f64(lease_left.max(0.0) + 0.2)).await;
+
+    // After the lease: the retention re-drive finishes it, calling once more.
+    let config = support::config(&db.url, &overrides);
+    let retention = hookclaim::environment::retention(&config, CrashAfterCall(forwarder(&url)))
+        .await
+        .unwrap();
+    let report = retention
+        .handle(
+            serde_json::json!({}),
+            SystemTime::now() + Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.redriven.ok, 1);
+    // And every later redelivery is a duplicate.
+    let later = hook
+        .handle(github_request(Format::HttpApiV2, "fwd-crash", body, false))
+        .await;
+    assert_eq!(answer(&later).1["status"], "duplicate");
+
+    let calls = calls.lock().await;
+    let key = hookclaim::processor::idempotency_key("github", "fwd-crash");
+    println!("forward calls for one crashed delivery: {}", calls.len());
+    assert_eq!(calls.len(), 2, "the original call and exactly one repeat");
+    assert!(
+        calls.iter().all(|c| c.key == key),
+        "both carry the same idempotency key"
+    );
+    assert_eq!(row(&c, "github", "fwd-crash").await.unwrap().0, "done");
+}
