@@ -164,6 +164,16 @@ impl Processor for Licences {
     }
 
     async fn setup(&self, client: &mut Client) -> Result<(), tokio_postgres::Error> {
+        let exists: bool = client
+            .query_typed_one(
+                "SELECT to_regclass('hookclaim_example_licences') IS NOT NULL",
+                &[],
+            )
+            .await?
+            .get(0);
+        if exists {
+            return Ok(());
+        }
         // Concurrent cold starts may race CREATE TABLE IF NOT EXISTS; the schema lock orders them.
         let tx = client.transaction().await?;
         tx.batch_execute(&format!(
