@@ -6,6 +6,7 @@ Standard Webhooks `whsec_` secrets the decoded key bytes are searched in the sam
 A hit prints the file, the line number and which secret and form matched, never the value.
 
     python3 scripts/check-secrets.py target/test-output.log [more logs...]
+    python3 scripts/check-secrets.py --self-test    # a planted secret must be found
 """
 import base64
 import json
@@ -38,7 +39,12 @@ def needles():
     for secret in configured_secrets():
         keys = [(secret, secret.encode())]
         if secret.startswith("whsec_"):
-            keys.append((secret + " (decoded key)", base64.b64decode(secret[len("whsec_"):])))
+            # A Standard Webhooks secret's key is the base64 after the prefix; Stripe's
+            # whsec_ secrets are used as they are and need not decode.
+            try:
+                keys.append((secret + " (decoded key)", base64.b64decode(secret[len("whsec_"):], validate=True)))
+            except ValueError:
+                pass
         for name, key in keys:
             yield name, "raw", key
             yield name, "base64", base64.b64encode(key)
@@ -47,10 +53,8 @@ def needles():
             yield name, "HEX", key.hex().upper().encode()
 
 
-def main(paths):
-    if not paths:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
+def scan(paths, quiet=False):
+    """Number of (line, secret form) hits in the files."""
     checks = list(needles())
     hits = 0
     scanned = 0
@@ -61,9 +65,34 @@ def main(paths):
             for name, form, needle in checks:
                 if needle in line:
                     hits += 1
-                    print(f"{path}:{lineno}: secret {name.split()[0][:6]}… appears ({form})")
-    print(f"secret hygiene: {len(checks)} secret forms searched in {scanned} bytes of logs, {hits} hits")
-    return 1 if hits else 0
+                    if not quiet:
+                        print(f"{path}:{lineno}: secret {name[:6]}… appears ({form})")
+    if not quiet:
+        print(f"secret hygiene: {len(checks)} secret forms searched in {scanned} bytes of logs, {hits} hits")
+    return hits
+
+
+def self_test():
+    """The check must fail on a leak: plant each form of each secret in a log and expect a hit."""
+    import tempfile
+    for name, form, needle in needles():
+        with tempfile.NamedTemporaryFile(suffix=".log") as f:
+            f.write(b'{"level":"INFO","message":"x ' + needle + b' y"}\n')
+            f.flush()
+            if scan([f.name], quiet=True) == 0:
+                print(f"self-test: a planted {form} form of {name[:6]}… was not found", file=sys.stderr)
+                return 1
+    print("secret hygiene self-test: every planted form was found")
+    return 0
+
+
+def main(paths):
+    if paths == ["--self-test"]:
+        return self_test()
+    if not paths:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    return 1 if scan(paths) else 0
 
 
 if __name__ == "__main__":
