@@ -134,5 +134,41 @@ async fn every_sample_event_gets_its_expected_status_through_the_emulator() {
         .unwrap()
         .get(0);
     assert!(licences >= 1);
+
+    // The retention function, as its own process under the same emulator: every retention
+    // event. The scheduled events are normal runs; the replay of the (done) Stripe sample is
+    // refused without `force`, with its error type.
+    let mut retention_env = support::local_env();
+    retention_env.insert("DATABASE_URL".into(), db.url.clone());
+    retention_env.insert("HOOKCLAIM_PROCESSOR".into(), "licence".into());
+    retention_env.remove("HOOKCLAIM_SECRETS");
+    emu.run_function("retention", env!("CARGO_BIN_EXE_retention"), &retention_env);
+    let mut retention_checked = 0;
+    for entry in &manifest {
+        if entry["function"] != "retention" {
+            continue;
+        }
+        let file = entry["file"].as_str().unwrap();
+        let expected_command = match file {
+            "retention-scheduled.json" | "retention-scheduler.json" | "retention-run.json" => "run",
+            "retention-dry-run.json" => "dry_run",
+            "retention-stats.json" => "stats",
+            "retention-purge.json" => "purge",
+            "retention-migrate.json" => "migrate",
+            "retention-replay.json" => {
+                let err = emu.try_invoke("retention", &dir.join(file)).unwrap_err();
+                assert!(err.contains("hookclaim.ReplayRefused"), "{file}: {err}");
+                retention_checked += 1;
+                continue;
+            }
+            other => panic!("no expectation for {other}"),
+        };
+        let report = emu.invoke("retention", &dir.join(file));
+        assert_eq!(report["command"], expected_command, "{file}: {report}");
+        assert_eq!(report["stopped_early"], false, "{file}: {report}");
+        retention_checked += 1;
+    }
+    assert_eq!(retention_checked, 8);
+    assert!(emu.is_running("retention"));
     let _ = std::fs::remove_dir_all(&dir);
 }

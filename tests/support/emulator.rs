@@ -96,6 +96,15 @@ impl Emulator {
 
     /// `cargo lambda invoke NAME --data-file FILE`: the function's JSON answer.
     pub fn invoke(&self, name: &str, data_file: &Path) -> serde_json::Value {
+        match self.try_invoke(name, data_file) {
+            Ok(answer) => answer,
+            Err(error) => panic!("invoke {name} {}: {error}", data_file.display()),
+        }
+    }
+
+    /// Like [`Emulator::invoke`], but a function error comes back as `Err` with what the
+    /// emulator printed (the error type and message).
+    pub fn try_invoke(&self, name: &str, data_file: &Path) -> Result<serde_json::Value, String> {
         let out = Command::new("cargo")
             .args(["lambda", "invoke", name, "-A", "127.0.0.1", "-P"])
             .arg(self.port.to_string())
@@ -107,14 +116,11 @@ impl Emulator {
             .output()
             .unwrap_or_else(|e| panic!("cargo lambda invoke: {e}\n{INSTALL_HINT}"));
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "invoke {name} {}: {}\n{stdout}",
-            data_file.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            return Err(format!("{}{stdout}", String::from_utf8_lossy(&out.stderr)));
+        }
         serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|e| panic!("invoke answer is not JSON ({e}): {stdout}"))
+            .map_err(|e| format!("invoke answer is not JSON ({e}): {stdout}"))
     }
 
     /// A plain HTTP request to the function-URL endpoint: (status, body).
