@@ -1,0 +1,881 @@
+//! The webhook handler against the database's own limit.
+//!
+//! Starts a throwaway PostgreSQL (the test harness's), then measures, each against a baseline in
+//! the same run:
+//! - `counts`: statements (pg_stat_statements) and round trips (a counting proxy) per new
+//!   delivery and per duplicate, for the store-only and the licence processors. The proxy also
+//!   captures the handler's exact SQL, which the pgbench scripts below are written from.
+//! - `throughput`: deliveries per second and p50/p99 latency through `Webhook::handle` (API
+//!   Gateway v2 events, GitHub signatures verified) at 1, 4 and 16 simulated execution
+//!   environments, each its own `Webhook` with its own connection, versus pgbench running the
+//!   same statements with the same number of clients. Rounds alternate pgbench and handler.
+//! - `purge`: the retention purge of 1,000,000 finished rows alone, then the p99 of concurrent
+//!   claims without and with a purge running.
+//!
+//! `HOOKCLAIM_BENCH_SECTIONS=counts,throughput,purge` picks sections (default: all);
+//! `HOOKCLAIM_BENCH_SECTIONS=profile` instead runs one environment through a short loop of new
+//! deliveries, for `valgrind --tool=callgrind`. Results go to `target/bench/handler.json`.
+//! Run through `scripts/bench`.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use hookclaim::processor::{Licences, Processor, StoreOnly};
+use hookclaim::webhook::Webhook;
+use serde_json::{json, Value};
+use tokio_postgres::types::Type;
+
+use common::proxy::Proxy;
+use common::{CpuSnap, CpuUse};
+
+/// Simulated execution environments (each one `Webhook`, one connection) per configuration.
+const CONCURRENCY: [usize; 3] = [1, 4, 16];
+
+/// Deliveries sent per case when counting statements and round trips.
+const COUNTED: usize = 200;
+
+/// Concurrent claimants while the purge runs.
+const PURGE_CLAIMANTS: usize = 4;
+
+struct Ctx {
+    server: support::PgServer,
+    admin: tokio_postgres::Client,
+    postmaster: u32,
+    /// Seconds per measured run.
+    secs: f64,
+    /// pgbench/handler pairs per configuration.
+    rounds: usize,
+    pgbench: PathBuf,
+}
+
+fn main() {
+    common::silence_stdout();
+    let sections = std::env::var("HOOKCLAIM_BENCH_SECTIONS")
+        .unwrap_or_else(|_| "counts,throughput,purge".into());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        let server = support::PgServer::start();
+        let admin = support::connect(&server.url("postgres")).await;
+        let postmaster = common::postmaster_pid(&admin).await;
+        let ctx = Ctx {
+            server,
+            admin,
+            postmaster,
+            secs: common::env_or("HOOKCLAIM_BENCH_SECS", 2.0),
+            rounds: common::env_or("HOOKCLAIM_BENCH_ROUNDS", 3),
+            pgbench: common::pg_tool("pgbench"),
+        };
+        if sections == "profile" {
+            profile(&ctx).await;
+            return;
+        }
+        let started = Instant::now();
+        let mut out = json!({
+            "postgres": server_version(&ctx).await,
+            "server_settings": "test harness cluster: fsync=off, full_page_writes=off, synchronous_commit=on, shared_buffers=128MB",
+            "body_bytes": common::BODY_BYTES,
+            "secs_per_run": ctx.secs,
+            "rounds": ctx.rounds,
+            "tokio_worker_threads": 2,
+        });
+        let mut sql = None;
+        if sections.contains("counts") || sections.contains("throughput") {
+            let (counts, captured) = counts(&ctx).await;
+            out["counts"] = counts;
+            sql = Some(captured);
+        }
+        if sections.contains("throughput") {
+            out["client_side"] = client_side_costs();
+            out["throughput"] = throughput(&ctx, sql.as_ref().expect("captured SQL")).await;
+        }
+        if sections.contains("purge") {
+            out["purge"] = purge(&ctx).await;
+        }
+        out["bench_seconds"] = json!(started.elapsed().as_secs_f64().round());
+        common::write_json("handler", &out);
+    });
+}
+
+async fn server_version(ctx: &Ctx) -> String {
+    ctx.admin
+        .query_one("SELECT version()", &[])
+        .await
+        .expect("version")
+        .get(0)
+}
+
+/// A fresh database with the schema applied; returns its URL.
+async fn create_db(ctx: &Ctx, name: &str) -> String {
+    ctx.admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    let url = ctx.server.url(name);
+    let mut client = support::connect(&url).await;
+    hookclaim::schema::migrate(&mut client)
+        .await
+        .expect("migrate");
+    url
+}
+
+/// `n` simulated execution environments over `url`, each connected and prepared.
+async fn environments<P: Processor + Copy>(url: &str, n: usize, p: P) -> Vec<Arc<Webhook<P>>> {
+    let mut envs = Vec::with_capacity(n);
+    for _ in 0..n {
+        envs.push(Arc::new(support::webhook(url, &[], p).await));
+    }
+    envs
+}
+
+/// What a delivery answered, checked against the expected outcome.
+fn answered(resp: &lambda_http::Response<lambda_http::Body>, outcome: &str) -> bool {
+    let body: &[u8] = resp.body().as_ref();
+    let want = format!("\"status\":\"{outcome}\"");
+    resp.status() == 200 && body.windows(want.len()).any(|w| w == want.as_bytes())
+}
+
+/// One delivery as the function process handles it: the runtime's event parse, then the handler.
+async fn deliver<P: Processor>(
+    wh: &Webhook<P>,
+    event: &str,
+) -> lambda_http::Response<lambda_http::Body> {
+    let req = lambda_http::request::from_str(event).expect("the event parses");
+    wh.handle(req).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statements and round trips
+
+/// The handler's own SQL, as captured on the wire.
+struct Sql {
+    claim: String,
+    finish_done: String,
+    issue_licence: String,
+}
+
+async fn counts(ctx: &Ctx) -> (Value, Sql) {
+    eprintln!("== counts: statements and round trips per delivery");
+    create_db(ctx, "counts").await;
+    let proxy = Proxy::start(ctx.server.port).await;
+    let url = format!("postgres://postgres@127.0.0.1:{}/counts", proxy.port);
+    ctx.admin
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .await
+        .expect("pg_stat_statements (shared_preload_libraries in the harness)");
+    let mut texts = Vec::new();
+    let store = count_processor(ctx, &proxy, &url, StoreOnly, &mut texts).await;
+    let licence = count_processor(ctx, &proxy, &url, Licences, &mut texts).await;
+    let find = |what: &str, pred: &dyn Fn(&str) -> bool| {
+        texts
+            .iter()
+            .find(|t| pred(t))
+            .cloned()
+            .unwrap_or_else(|| panic!("the handler sent no {what} statement"))
+    };
+    let sql = Sql {
+        claim: find("claim", &|t| t.contains("WITH claimed AS")),
+        finish_done: find("finish", &|t| {
+            t.starts_with("UPDATE hookclaim_deliveries") && t.contains("status = 'done'")
+        }),
+        issue_licence: find("licence", &|t| {
+            t.contains("INSERT INTO hookclaim_example_licences")
+        }),
+    };
+    (
+        json!({"deliveries_per_case": COUNTED, "store": store, "licence": licence}),
+        sql,
+    )
+}
+
+async fn count_processor<P: Processor + Copy>(
+    ctx: &Ctx,
+    proxy: &Proxy,
+    url: &str,
+    p: P,
+    texts: &mut Vec<String>,
+) -> Value {
+    let wh = support::webhook(url, &[], p).await;
+    let ids: Vec<u64> = (0..COUNTED).map(|_| common::new_id()).collect();
+    let new = count_case(ctx, proxy, &wh, &ids, "processed", texts).await;
+    let dup = count_case(ctx, proxy, &wh, &ids, "duplicate", texts).await;
+    json!({"new": new, "duplicate": dup})
+}
+
+async fn count_case<P: Processor>(
+    ctx: &Ctx,
+    proxy: &Proxy,
+    wh: &Webhook<P>,
+    ids: &[u64],
+    outcome: &str,
+    texts: &mut Vec<String>,
+) -> Value {
+    ctx.admin
+        .batch_execute("SELECT pg_stat_statements_reset()")
+        .await
+        .expect("reset pg_stat_statements");
+    proxy.reset();
+    for &id in ids {
+        let resp = deliver(wh, &common::github_event(id)).await;
+        assert!(answered(&resp, outcome), "expected {outcome}: {resp:?}");
+    }
+    let seen = proxy.seen();
+    for t in &seen.statements {
+        if !texts.contains(t) {
+            texts.push(t.clone());
+        }
+    }
+    let rows = ctx
+        .admin
+        .query(
+            "SELECT query, calls, total_exec_time FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'counts')
+              ORDER BY calls DESC, query",
+            &[],
+        )
+        .await
+        .expect("read pg_stat_statements");
+    let n = ids.len() as f64;
+    let mut total = 0i64;
+    let statements: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let query: String = r.get(0);
+            let calls: i64 = r.get(1);
+            let ms: f64 = r.get(2);
+            total += calls;
+            let first = query.split_whitespace().collect::<Vec<_>>().join(" ");
+            json!({
+                "statement": first.chars().take(72).collect::<String>(),
+                "per_delivery": calls as f64 / n,
+                "mean_exec_us": if calls > 0 { ms * 1e3 / calls as f64 } else { 0.0 },
+            })
+        })
+        .collect();
+    json!({
+        "statements_per_delivery": total as f64 / n,
+        "round_trips_per_delivery": seen.round_trips as f64 / n,
+        "sync_or_query_messages_per_delivery": seen.requests as f64 / n,
+        "statements": statements,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throughput and latency
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    New,
+    Duplicate,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::New => "new",
+            Kind::Duplicate => "duplicate",
+        }
+    }
+
+    fn outcome(self) -> &'static str {
+        match self {
+            Kind::New => "processed",
+            Kind::Duplicate => "duplicate",
+        }
+    }
+
+    fn id(self) -> u64 {
+        match self {
+            Kind::New => common::new_id(),
+            Kind::Duplicate => common::dup_id(),
+        }
+    }
+}
+
+/// One measured run of either side.
+struct Run {
+    deliveries: u64,
+    secs: f64,
+    latencies_ns: Vec<u64>,
+    cpu: CpuUse,
+    bad: u64,
+}
+
+/// Per-delivery costs on the client side that are not the handler's: building the signed event
+/// (the sender and API Gateway's work, done here in the benchmark process) and parsing it (the
+/// Lambda runtime's work, included in every handler latency below).
+fn client_side_costs() -> Value {
+    let n = 20_000;
+    let t = Instant::now();
+    let events: Vec<String> = (0..n)
+        .map(|_| common::github_event(common::new_id()))
+        .collect();
+    let build = t.elapsed().as_secs_f64() / n as f64;
+    let t = Instant::now();
+    for e in &events {
+        std::hint::black_box(lambda_http::request::from_str(e).expect("parses"));
+    }
+    let parse = t.elapsed().as_secs_f64() / n as f64;
+    json!({
+        "event_bytes": events[0].len(),
+        "build_signed_event_us": build * 1e6,
+        "runtime_event_parse_us": parse * 1e6,
+    })
+}
+
+async fn throughput(ctx: &Ctx, sql: &Sql) -> Value {
+    eprintln!("== throughput: handler versus pgbench");
+    let url = create_db(ctx, "tp").await;
+    // The redelivered set: DUP_COUNT deliveries through the handler itself (also a warm-up).
+    {
+        let envs = environments(&url, 4, StoreOnly).await;
+        let mut tasks = Vec::new();
+        for (i, wh) in envs.into_iter().enumerate() {
+            tasks.push(tokio::spawn(async move {
+                let mut id = common::DUP_BASE + 1 + i as u64;
+                while id <= common::DUP_BASE + common::DUP_COUNT {
+                    let resp = deliver(&wh, &common::github_event(id)).await;
+                    assert!(answered(&resp, "processed"), "{resp:?}");
+                    id += 4;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("prepopulate");
+        }
+    }
+    // The licence table, for pgbench's licence scripts (the processor's setup creates it).
+    drop(support::webhook(&url, &[], Licences).await);
+
+    let scripts = Scripts::write(sql);
+    let mut rows = Vec::new();
+    rows.extend(processor_rows(ctx, &url, StoreOnly, "store", &scripts).await);
+    rows.extend(processor_rows(ctx, &url, Licences, "licence", &scripts).await);
+
+    // The same statements with named prepared statements (what a transaction pooler forbids), and
+    // the licence flow in the two-round-trip shape recommended in BENCHMARKS.md: the database's
+    // side of changes the handler cannot make today.
+    let mut alternatives = Vec::new();
+    for &c in &CONCURRENCY {
+        for (name, script, mode) in [
+            ("store/new, -M prepared", &scripts.store_new, "prepared"),
+            (
+                "licence/new, 2 round trips (pipelined)",
+                &scripts.licence_new_2rt,
+                "extended",
+            ),
+        ] {
+            let runs = pgbench_rounds(ctx, script, c, mode).await;
+            alternatives.push(json!({"case": name, "clients": c, "pgbench": side(&runs)}));
+        }
+    }
+    json!({
+        "rows": rows,
+        "pgbench_alternatives": alternatives,
+        "pgbench_scripts": scripts.dir,
+    })
+}
+
+async fn processor_rows<P: Processor + Copy>(
+    ctx: &Ctx,
+    url: &str,
+    p: P,
+    name: &str,
+    scripts: &Scripts,
+) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for &c in &CONCURRENCY {
+        let envs = environments(url, c, p).await;
+        for kind in [Kind::New, Kind::Duplicate] {
+            let script = scripts.for_case(name, kind);
+            let mut handler_runs = Vec::new();
+            let mut pgbench_runs = Vec::new();
+            for _ in 0..ctx.rounds {
+                pgbench_runs.push(pgbench(ctx, script, c, "extended").await);
+                handler_runs.push(handler_run(ctx, &envs, kind, secs_flag(ctx.secs)).await);
+            }
+            let h = side(&handler_runs);
+            let b = side(&pgbench_runs);
+            let ratio = h["deliveries_per_s"].as_f64().unwrap_or(0.0)
+                / b["deliveries_per_s"].as_f64().unwrap_or(f64::NAN);
+            eprintln!(
+                "  {name:8} {:9} c={c:2}: handler {:7.0}/s p50 {:6.0} µs p99 {:6.0} µs | pgbench {:7.0}/s p50 {:6.0} µs p99 {:6.0} µs | ratio {ratio:.2}",
+                kind.name(),
+                h["deliveries_per_s"].as_f64().unwrap_or(0.0),
+                h["latency"]["p50_us"].as_f64().unwrap_or(0.0),
+                h["latency"]["p99_us"].as_f64().unwrap_or(0.0),
+                b["deliveries_per_s"].as_f64().unwrap_or(0.0),
+                b["latency"]["p50_us"].as_f64().unwrap_or(0.0),
+                b["latency"]["p99_us"].as_f64().unwrap_or(0.0),
+            );
+            rows.push(json!({
+                "processor": name,
+                "kind": kind.name(),
+                "clients": c,
+                "handler": h,
+                "pgbench": b,
+                "ratio": ratio,
+            }));
+        }
+    }
+    rows
+}
+
+/// A stop flag that a timer raises after `secs`.
+fn secs_flag(secs: f64) -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let raise = flag.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(common::secs(secs)).await;
+        raise.store(true, Ordering::SeqCst);
+    });
+    flag
+}
+
+/// Each environment sends deliveries of `kind` back to back until `stop` is raised.
+async fn handler_run<P: Processor>(
+    ctx: &Ctx,
+    envs: &[Arc<Webhook<P>>],
+    kind: Kind,
+    stop: Arc<AtomicBool>,
+) -> Run {
+    let before = CpuSnap::take(ctx.postmaster);
+    let started = Instant::now();
+    let tasks: Vec<_> = envs
+        .iter()
+        .cloned()
+        .map(|wh| {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(16_384);
+                let mut bad = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let event = common::github_event(kind.id());
+                    let t = Instant::now();
+                    let resp = deliver(&wh, &event).await;
+                    latencies.push(t.elapsed().as_nanos() as u64);
+                    if !answered(&resp, kind.outcome()) {
+                        bad += 1;
+                    }
+                }
+                (latencies, bad)
+            })
+        })
+        .collect();
+    let mut latencies_ns = Vec::new();
+    let mut bad = 0;
+    for t in tasks {
+        let (l, b) = t.await.expect("environment task");
+        latencies_ns.extend(l);
+        bad += b;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = before.until(&CpuSnap::take(ctx.postmaster));
+    if bad > 0 {
+        eprintln!("  !! {bad} deliveries did not answer {}", kind.outcome());
+    }
+    Run {
+        deliveries: latencies_ns.len() as u64,
+        secs,
+        latencies_ns,
+        cpu,
+        bad,
+    }
+}
+
+/// One side of a comparison, over its rounds.
+fn side(runs: &[Run]) -> Value {
+    let deliveries: u64 = runs.iter().map(|r| r.deliveries).sum();
+    let secs: f64 = runs.iter().map(|r| r.secs).sum();
+    let all: Vec<u64> = runs
+        .iter()
+        .flat_map(|r| r.latencies_ns.iter().copied())
+        .collect();
+    let per = |f: fn(&CpuUse) -> f64| {
+        runs.iter().map(|r| f(&r.cpu) * r.cpu.wall_s).sum::<f64>() / deliveries.max(1) as f64 * 1e6
+    };
+    let share = |f: fn(&CpuUse) -> f64| {
+        runs.iter().map(|r| f(&r.cpu) * r.cpu.wall_s).sum::<f64>()
+            / runs.iter().map(|r| r.cpu.wall_s).sum::<f64>()
+    };
+    json!({
+        "deliveries_per_s": deliveries as f64 / secs,
+        "rounds_per_s": runs.iter().map(|r| r.deliveries as f64 / r.secs).collect::<Vec<_>>(),
+        "deliveries": deliveries,
+        "latency": common::latency(all),
+        "cpu_us_per_delivery": {
+            "client": per(|c| c.bench_process + c.pgbench),
+            "server": per(|c| c.server),
+        },
+        "cpu_cores": {
+            "benchmark_process": share(|c| c.bench_process),
+            "pgbench": share(|c| c.pgbench),
+            "server": share(|c| c.server),
+            "whole_machine": share(|c| c.machine),
+        },
+        "bad_answers": runs.iter().map(|r| r.bad).sum::<u64>(),
+    })
+}
+
+/// The pgbench scripts, written from the captured statements.
+struct Scripts {
+    dir: PathBuf,
+    store_new: PathBuf,
+    store_dup: PathBuf,
+    licence_new: PathBuf,
+    licence_dup: PathBuf,
+    licence_new_2rt: PathBuf,
+}
+
+/// Replaces `$1..$n` in `sql` by pgbench variables `vars[0..n]` (highest first, so `$1` does not
+/// eat the start of `$10`).
+fn with_vars(sql: &str, vars: &[&str]) -> String {
+    let mut out = sql.to_string();
+    for (i, var) in vars.iter().enumerate().rev() {
+        out = out.replace(&format!("${}", i + 1), &format!(":{var}"));
+    }
+    assert!(
+        !out.contains(';'),
+        "a statement for pgbench holds a semicolon"
+    );
+    out + ";\n"
+}
+
+impl Scripts {
+    fn write(sql: &Sql) -> Scripts {
+        let dir = common::out_dir().join("pgbench");
+        std::fs::create_dir_all(&dir).expect("pgbench script dir");
+        // CLAIM's parameters: source, delivery id, id origin, store-only, owner, lease seconds,
+        // event type, payload, payload hash, kept headers. `t`/`f` are -D true/false.
+        let claim = |store_only: &str| {
+            with_vars(
+                &sql.claim,
+                &[
+                    "source", "id", "origin", store_only, "owner", "lease", "event", "payload",
+                    "sha", "headers",
+                ],
+            )
+        };
+        let issue = with_vars(&sql.issue_licence, &["id", "key", "source", "id"]);
+        let finish = with_vars(&sql.finish_done, &["source", "id", "attempt", "owner"]);
+        let new_id = "\\set id random(1, 9223372036854775806)\n";
+        let key = "\\set key random(1, 9223372036854775806)\n";
+        let dup_id = format!(
+            "\\set id {} + random(1, {})\n",
+            common::DUP_BASE,
+            common::DUP_COUNT
+        );
+        let header = |what: &str| {
+            format!(
+                "-- hookclaim benchmark: {what}.\n-- Statements captured from the handler's own \
+                 connection; :name are pgbench variables.\n"
+            )
+        };
+        let files = [
+            ("store_new.sql", format!("{}{new_id}{}", header("a new delivery, store-only processor"), claim("t"))),
+            ("store_dup.sql", format!("{}{dup_id}{}", header("a duplicate, store-only processor"), claim("t"))),
+            (
+                "licence_new.sql",
+                format!(
+                    "{}{new_id}{key}{}BEGIN;\n{issue}{finish}COMMIT;\n",
+                    header("a new delivery, licence processor: claim, then the transaction"),
+                    claim("f")
+                ),
+            ),
+            ("licence_dup.sql", format!("{}{dup_id}{}", header("a duplicate, licence processor"), claim("f"))),
+            (
+                "licence_new_2rt.sql",
+                format!(
+                    "{}{new_id}{key}{}\\startpipeline\nBEGIN;\n{finish}{issue}COMMIT;\n\\endpipeline\n",
+                    header("PROPOSED shape: claim, then one pipelined transaction (fenced finish first)"),
+                    claim("f")
+                ),
+            ),
+        ];
+        for (name, text) in &files {
+            std::fs::write(dir.join(name), text).expect("write pgbench script");
+        }
+        Scripts {
+            store_new: dir.join("store_new.sql"),
+            store_dup: dir.join("store_dup.sql"),
+            licence_new: dir.join("licence_new.sql"),
+            licence_dup: dir.join("licence_dup.sql"),
+            licence_new_2rt: dir.join("licence_new_2rt.sql"),
+            dir,
+        }
+    }
+
+    fn for_case(&self, processor: &str, kind: Kind) -> &Path {
+        match (processor, kind) {
+            ("store", Kind::New) => &self.store_new,
+            ("store", Kind::Duplicate) => &self.store_dup,
+            (_, Kind::New) => &self.licence_new,
+            (_, Kind::Duplicate) => &self.licence_dup,
+        }
+    }
+}
+
+async fn pgbench_rounds(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Vec<Run> {
+    let mut runs = Vec::new();
+    for _ in 0..ctx.rounds {
+        runs.push(pgbench(ctx, script, clients, mode).await);
+    }
+    runs
+}
+
+/// pgbench with `clients` connections (and up to two threads, like the handler's two tokio
+/// workers) running `script` for the run length; latencies from its per-transaction log.
+async fn pgbench(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Run {
+    let logs = common::out_dir().join("pgbench-log");
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs).expect("pgbench log dir");
+    let sample = common::body(1);
+    let defines = [
+        ("source", "github".to_string()),
+        ("origin", "header".to_string()),
+        ("t", "true".to_string()),
+        ("f", "false".to_string()),
+        ("owner", format!("{:032x}", fastrand::u128(..))),
+        ("lease", "90".to_string()),
+        ("event", "push".to_string()),
+        ("payload", format!("\\x{}", hex::encode(sample.as_bytes()))),
+        ("sha", common::sha256_bytea(sample.as_bytes())),
+        ("headers", common::kept_headers_json(1)),
+        ("attempt", "1".to_string()),
+    ];
+    let threads = clients.min(2);
+    let mut cmd = tokio::process::Command::new(&ctx.pgbench);
+    cmd.args(["-n", "-M", mode, "-h", "127.0.0.1", "-U", "postgres"])
+        .arg("-p")
+        .arg(ctx.server.port.to_string())
+        .arg("-c")
+        .arg(clients.to_string())
+        .arg("-j")
+        .arg(threads.to_string())
+        .arg("-T")
+        .arg(format!("{}", ctx.secs.ceil() as u64))
+        .arg("-f")
+        .arg(script)
+        .arg("-l")
+        .arg(format!("--log-prefix={}", logs.join("tx").display()));
+    for (k, v) in &defines {
+        cmd.arg("-D").arg(format!("{k}={v}"));
+    }
+    cmd.arg("tp");
+    let before = CpuSnap::take(ctx.postmaster);
+    let out = cmd.output().await.expect("run pgbench");
+    // Let the server reap pgbench's backends, so their CPU is counted.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cpu = before.until(&CpuSnap::take(ctx.postmaster));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pgbench {} failed: {stdout}\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |prefix: &str| -> f64 {
+        stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no `{prefix}` in pgbench output:\n{stdout}"))
+    };
+    let tps = field("tps =");
+    let processed = field("number of transactions actually processed:") as u64;
+    let failed = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("number of failed transactions:"))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0u64);
+    let mut latencies_ns = Vec::with_capacity(processed as usize);
+    for entry in std::fs::read_dir(&logs).expect("pgbench logs").flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for line in text.lines() {
+            // client_id transaction_no time(µs) script_no time_epoch time_us
+            if let Some(us) = line
+                .split_whitespace()
+                .nth(2)
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                latencies_ns.push(us * 1000);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+    Run {
+        deliveries: processed,
+        // tps excludes connection set-up; express it as deliveries over an equivalent duration.
+        secs: processed as f64 / tps.max(1e-9),
+        latencies_ns,
+        cpu,
+        bad: failed,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retention purge against concurrent claims
+
+async fn purge(ctx: &Ctx) -> Value {
+    let rows: i64 = common::env_or("HOOKCLAIM_BENCH_PURGE_ROWS", 1_000_000);
+    eprintln!("== purge: {rows} finished rows");
+    let url = create_db(ctx, "purge").await;
+    let config = support::config(&url, &[]);
+    let retention = hookclaim::environment::retention(&config, StoreOnly)
+        .await
+        .expect("retention cold start");
+    let admin = support::connect(&url).await;
+
+    let fill_secs = fill_old(&admin, rows).await;
+    let alone = run_purge(&retention).await;
+    eprintln!(
+        "  purge alone: {} rows in {:.1} s = {:.0} rows/s (fill took {fill_secs:.1} s)",
+        alone.0,
+        alone.1,
+        alone.0 as f64 / alone.1
+    );
+    assert_eq!(alone.0, rows as u64, "the purge deleted every old row");
+    admin
+        .batch_execute("VACUUM hookclaim_deliveries")
+        .await
+        .expect("vacuum");
+
+    fill_old(&admin, rows).await;
+    let envs = environments(&url, PURGE_CLAIMANTS, StoreOnly).await;
+    let window = alone.1.clamp(5.0, 20.0);
+    let baseline = handler_run(ctx, &envs, Kind::New, secs_flag(window)).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let during = {
+        let claims = handler_run(ctx, &envs, Kind::New, stop.clone());
+        let purge = async {
+            let r = run_purge(&retention).await;
+            stop.store(true, Ordering::SeqCst);
+            r
+        };
+        tokio::join!(claims, purge)
+    };
+    let (claims_during, (purged_during, purge_secs_during)) = during;
+    let base = common::latency(baseline.latencies_ns.clone());
+    let with = common::latency(claims_during.latencies_ns.clone());
+    eprintln!(
+        "  claims (c={PURGE_CLAIMANTS}) p99 {:.0} µs without, {:.0} µs during the purge ({:.2}x); purge under load {:.0} rows/s",
+        base.p99_us,
+        with.p99_us,
+        with.p99_us / base.p99_us,
+        purged_during as f64 / purge_secs_during
+    );
+    json!({
+        "rows": rows,
+        "payload_bytes": common::BODY_BYTES,
+        "batch_size": config.retention.batch_size,
+        "fill_secs": fill_secs,
+        "purge_alone": {"purged": alone.0, "secs": alone.1, "rows_per_s": alone.0 as f64 / alone.1},
+        "claimants": PURGE_CLAIMANTS,
+        "claims_without_purge": {
+            "deliveries_per_s": baseline.deliveries as f64 / baseline.secs,
+            "latency": base,
+        },
+        "claims_during_purge": {
+            "deliveries_per_s": claims_during.deliveries as f64 / claims_during.secs,
+            "latency": with,
+        },
+        "purge_during_claims": {
+            "purged": purged_during,
+            "secs": purge_secs_during,
+            "rows_per_s": purged_during as f64 / purge_secs_during,
+        },
+        "p99_ratio": with.p99_us / base.p99_us,
+    })
+}
+
+/// Inserts `rows` `done` rows completed 40 days ago (1 KB payloads, oldest first by
+/// `completed_at`), then vacuums and analyses, as a table that has been in use would be.
+async fn fill_old(admin: &tokio_postgres::Client, rows: i64) -> f64 {
+    let started = Instant::now();
+    let body = common::body(42);
+    let sha = <sha2::Sha256 as sha2::Digest>::digest(body.as_bytes()).to_vec();
+    let headers = common::kept_headers_json(42);
+    let chunk = 100_000i64;
+    let mut from = 1i64;
+    while from <= rows {
+        let to = (from + chunk - 1).min(rows);
+        admin
+            .execute_typed(
+                "INSERT INTO hookclaim_deliveries
+                   (source, delivery_id, id_origin, status, attempt, lease_owner, event_type,
+                    payload, payload_sha256, headers, received_at, updated_at, completed_at)
+                 SELECT 'github', 'old-' || g, 'header', 'done', 1, md5(g::text), 'push',
+                        $1, $2, $3::text::jsonb, now() - interval '41 days',
+                        now() - interval '40 days', now() - interval '40 days' - g * interval '1 ms'
+                   FROM generate_series($4::int8, $5::int8) AS g",
+                &[
+                    (&body.as_bytes(), Type::BYTEA),
+                    (&sha, Type::BYTEA),
+                    (&headers, Type::TEXT),
+                    (&from, Type::INT8),
+                    (&to, Type::INT8),
+                ],
+            )
+            .await
+            .expect("insert old rows");
+        from = to + 1;
+    }
+    admin
+        .batch_execute("VACUUM ANALYZE hookclaim_deliveries")
+        .await
+        .expect("vacuum analyze");
+    started.elapsed().as_secs_f64()
+}
+
+/// The retention function's purge command with the default horizon (30 days); returns rows
+/// purged and seconds taken.
+async fn run_purge<P: Processor>(retention: &hookclaim::retention::Retention<P>) -> (u64, f64) {
+    let started = Instant::now();
+    let report = retention
+        .handle(
+            json!({"command": "purge", "older_than_days": 30}),
+            SystemTime::now() + Duration::from_secs(900),
+        )
+        .await
+        .expect("purge");
+    assert!(
+        !report.stopped_early,
+        "the purge finished within its deadline"
+    );
+    (report.purged, started.elapsed().as_secs_f64())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Profile loop
+
+/// One environment, new store-only deliveries back to back: the hot path, for callgrind.
+async fn profile(ctx: &Ctx) {
+    let n: usize = common::env_or("HOOKCLAIM_BENCH_PROFILE_DELIVERIES", 2_000);
+    let url = create_db(ctx, "profile").await;
+    let wh = support::webhook(&url, &[], StoreOnly).await;
+    let events: Vec<String> = (0..n)
+        .map(|_| common::github_event(common::new_id()))
+        .collect();
+    let started = Instant::now();
+    for e in &events {
+        let resp = deliver(&wh, e).await;
+        assert!(answered(&resp, "processed"));
+    }
+    eprintln!(
+        "profile: {n} deliveries in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,158 @@
+//! Signature verification throughput against plain SHA-256 over the same bytes, for 1 KB, 64 KB
+//! and 1 MB bodies.
+//!
+//! `verify/github` is the pure HMAC case (id and type in headers). `verify/stripe` and
+//! `verify/standard` also parse the JSON body for the delivery id or event type, as the handler
+//! needs them. `handler_hashing/github` is everything the handler hashes per delivery: the
+//! verification plus the SHA-256 of the payload it stores. Run with `cargo bench --bench verify`
+//! (scripts/bench does, with short measurement times).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use base64::Engine as _;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use hmac::Mac as _;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use sha2::{Digest as _, Sha256};
+
+use hookclaim::secret::Secret;
+use hookclaim::verify::{self, Scheme};
+
+const SIZES: [(usize, &str); 3] = [(1024, "1KB"), (64 * 1024, "64KB"), (1024 * 1024, "1MB")];
+const KEY: &[u8] = b"hookclaim-bench-secret";
+const NOW: i64 = 1_767_225_600;
+
+/// A JSON event of exactly `size` bytes with an `id` and a `type`.
+fn json_body(size: usize) -> Vec<u8> {
+    let head =
+        r#"{"id":"evt_1Qbench000000000000000000","type":"checkout.session.completed","padding":""#;
+    let tail = r#""}"#;
+    let mut body = head.as_bytes().to_vec();
+    body.resize(size - tail.len(), b'x');
+    body.extend_from_slice(tail.as_bytes());
+    body
+}
+
+fn mac(parts: &[&[u8]]) -> Vec<u8> {
+    let mut m = hmac::Hmac::<Sha256>::new_from_slice(KEY).expect("any key length");
+    for p in parts {
+        m.update(p);
+    }
+    m.finalize().into_bytes().to_vec()
+}
+
+fn headers(pairs: &[(&'static str, String)]) -> HeaderMap {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                HeaderName::from_static(k),
+                HeaderValue::from_str(v).expect("header value"),
+            )
+        })
+        .collect()
+}
+
+fn github(body: &[u8]) -> HeaderMap {
+    headers(&[
+        (
+            "x-hub-signature-256",
+            format!("sha256={}", hex::encode(mac(&[body]))),
+        ),
+        (
+            "x-github-delivery",
+            "72d3162e-cc78-11e3-81ab-4c9367dc0958".into(),
+        ),
+        ("x-github-event", "push".into()),
+    ])
+}
+
+fn stripe(body: &[u8]) -> HeaderMap {
+    let t = NOW.to_string();
+    let sig = hex::encode(mac(&[t.as_bytes(), b".", body]));
+    headers(&[("stripe-signature", format!("t={t},v1={sig}"))])
+}
+
+fn standard(body: &[u8]) -> HeaderMap {
+    let id = "msg_2Lbench";
+    let t = NOW.to_string();
+    let sig = base64::engine::general_purpose::STANDARD.encode(mac(&[
+        id.as_bytes(),
+        b".",
+        t.as_bytes(),
+        b".",
+        body,
+    ]));
+    headers(&[
+        ("webhook-id", id.into()),
+        ("webhook-timestamp", t),
+        ("webhook-signature", format!("v1,{sig}")),
+    ])
+}
+
+/// A scheme's name, its settings, and how to sign a body for it.
+type Case = (&'static str, Scheme, fn(&[u8]) -> HeaderMap);
+
+fn bench(c: &mut Criterion) {
+    let secrets = [Secret::from_bytes(KEY.to_vec())];
+    let schemes: [Case; 3] = [
+        ("github", Scheme::Github, github),
+        (
+            "stripe",
+            Scheme::Stripe {
+                tolerance_secs: 300,
+            },
+            stripe,
+        ),
+        (
+            "standard",
+            Scheme::Standard {
+                tolerance_secs: 300,
+            },
+            standard,
+        ),
+    ];
+    for (size, label) in SIZES {
+        let body = json_body(size);
+        let mut group = c.benchmark_group(format!("verify_{label}"));
+        group.throughput(Throughput::Bytes(size as u64));
+        group.bench_function(BenchmarkId::new("sha256", label), |b| {
+            b.iter(|| Sha256::digest(black_box(&body)))
+        });
+        for (name, scheme, make) in &schemes {
+            let hm = make(&body);
+            assert!(
+                verify::verify(scheme, &secrets, &hm, &body, NOW).is_ok(),
+                "{name} sample verifies"
+            );
+            group.bench_function(BenchmarkId::new(*name, label), |b| {
+                b.iter(|| verify::verify(scheme, &secrets, black_box(&hm), black_box(&body), NOW))
+            });
+        }
+        let hm = github(&body);
+        group.bench_function(BenchmarkId::new("handler_hashing_github", label), |b| {
+            b.iter(|| {
+                let v = verify::verify(
+                    &Scheme::Github,
+                    &secrets,
+                    black_box(&hm),
+                    black_box(&body),
+                    NOW,
+                );
+                (v, Sha256::digest(black_box(&body)))
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);
