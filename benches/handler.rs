@@ -12,7 +12,10 @@
 //! - `purge`: the retention purge of 1,000,000 finished rows alone, then the p99 of concurrent
 //!   claims without and with a purge running.
 //!
-//! `HOOKCLAIM_BENCH_SECTIONS=counts,throughput,purge` picks sections (default: all);
+//! - `pinned`: the throughput comparison again with the benchmark process on CPU 0 and the
+//!   server on CPU 1, so that client and server do not share a core.
+//!
+//! `HOOKCLAIM_BENCH_SECTIONS=counts,throughput,pinned,purge` picks sections (default: all);
 //! `HOOKCLAIM_BENCH_SECTIONS=profile` instead runs one environment through a short loop of new
 //! deliveries, for `valgrind --tool=callgrind`. Results go to `target/bench/handler.json`.
 //! Run through `scripts/bench`.
@@ -58,7 +61,7 @@ struct Ctx {
 fn main() {
     common::silence_stdout();
     let sections = std::env::var("HOOKCLAIM_BENCH_SECTIONS")
-        .unwrap_or_else(|_| "counts,throughput,purge".into());
+        .unwrap_or_else(|_| "counts,throughput,pinned,purge".into());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -90,14 +93,24 @@ fn main() {
             "tokio_worker_threads": 2,
         });
         let mut sql = None;
-        if sections.contains("counts") || sections.contains("throughput") {
+        if ["counts", "throughput", "pinned"]
+            .iter()
+            .any(|s| sections.contains(s))
+        {
             let (counts, captured) = counts(&ctx).await;
             out["counts"] = counts;
             sql = Some(captured);
         }
-        if sections.contains("throughput") {
-            out["client_side"] = client_side_costs();
-            out["throughput"] = throughput(&ctx, sql.as_ref().expect("captured SQL")).await;
+        if sections.contains("throughput") || sections.contains("pinned") {
+            let sql = sql.as_ref().expect("captured SQL");
+            let url = throughput_database(&ctx).await;
+            if sections.contains("throughput") {
+                out["client_side"] = client_side_costs();
+                out["throughput"] = throughput(&ctx, sql, &url).await;
+            }
+            if sections.contains("pinned") {
+                out["throughput_pinned"] = throughput_pinned(&ctx, sql, &url).await;
+            }
         }
         if sections.contains("purge") {
             out["purge"] = purge(&ctx).await;
@@ -333,8 +346,8 @@ fn client_side_costs() -> Value {
     })
 }
 
-async fn throughput(ctx: &Ctx, sql: &Sql) -> Value {
-    eprintln!("== throughput: handler versus pgbench");
+/// The throughput database: the redelivered set and the licence table in place.
+async fn throughput_database(ctx: &Ctx) -> String {
     let url = create_db(ctx, "tp").await;
     // The redelivered set: DUP_COUNT deliveries through the handler itself (also a warm-up).
     {
@@ -356,11 +369,15 @@ async fn throughput(ctx: &Ctx, sql: &Sql) -> Value {
     }
     // The licence table, for pgbench's licence scripts (the processor's setup creates it).
     drop(support::webhook(&url, &[], Licences).await);
+    url
+}
 
+async fn throughput(ctx: &Ctx, sql: &Sql, url: &str) -> Value {
+    eprintln!("== throughput: handler versus pgbench");
     let scripts = Scripts::write(sql);
     let mut rows = Vec::new();
-    rows.extend(processor_rows(ctx, &url, StoreOnly, "store", &scripts).await);
-    rows.extend(processor_rows(ctx, &url, Licences, "licence", &scripts).await);
+    rows.extend(processor_rows(ctx, url, StoreOnly, "store", &scripts).await);
+    rows.extend(processor_rows(ctx, url, Licences, "licence", &scripts).await);
 
     // The same statements with named prepared statements (what a transaction pooler forbids), and
     // the licence flow in the two-round-trip shape recommended in BENCHMARKS.md: the database's
@@ -384,6 +401,34 @@ async fn throughput(ctx: &Ctx, sql: &Sql) -> Value {
         "pgbench_alternatives": alternatives,
         "pgbench_scripts": scripts.dir,
     })
+}
+
+/// The same comparison with the benchmark process (environments, pgbench) on CPU 0 and the
+/// PostgreSQL cluster on CPU 1: client and server no longer compete for the same core, as when
+/// the functions run in Lambda and the database on its own host.
+async fn throughput_pinned(ctx: &Ctx, sql: &Sql, url: &str) -> Value {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return json!({"skipped": "needs two CPUs"});
+    }
+    eprintln!("== throughput with the client on CPU 0 and the server on CPU 1");
+    let scripts = Scripts::write(sql);
+    let server_pids = |ctx: &Ctx| {
+        let mut pids = common::children_of(ctx.postmaster);
+        pids.push(ctx.postmaster);
+        pids
+    };
+    for pid in server_pids(ctx) {
+        common::pin(pid, "1");
+    }
+    common::pin(std::process::id(), "0");
+    let mut rows = Vec::new();
+    rows.extend(processor_rows(ctx, url, StoreOnly, "store", &scripts).await);
+    rows.extend(processor_rows(ctx, url, Licences, "licence", &scripts).await);
+    common::pin(std::process::id(), "0-1");
+    for pid in server_pids(ctx) {
+        common::pin(pid, "0-1");
+    }
+    json!({"rows": rows})
 }
 
 async fn processor_rows<P: Processor + Copy>(

@@ -74,6 +74,27 @@ def mark(ok):
     return "✅" if ok else "❌"
 
 
+def throughput_table(out, rows, title):
+    out.append(f"### Throughput and latency, handler versus pgbench: {title}")
+    out.append("")
+    out.append("| processor | delivery | envs / clients | handler /s | pgbench /s | ratio | handler p50 / p99 µs | pgbench p50 / p99 µs | CPU µs per delivery, client + server (handler · pgbench) | pgbench's own CPU (cores) | machine cores busy (handler · pgbench) |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        hh, pb = row["handler"], row["pgbench"]
+        ok = row["ratio"] >= TARGETS["ratio"]
+        out.append(
+            f"| {row['processor']} | {row['kind']} | {row['clients']} | "
+            f"{fmt(hh['deliveries_per_s'])} | {fmt(pb['deliveries_per_s'])} | "
+            f"{fmt(row['ratio'], 2)} {mark(ok)} | "
+            f"{fmt(hh['latency']['p50_us'])} / {fmt(hh['latency']['p99_us'])} | "
+            f"{fmt(pb['latency']['p50_us'])} / {fmt(pb['latency']['p99_us'])} | "
+            f"{fmt(hh['cpu_us_per_delivery']['client'])} + {fmt(hh['cpu_us_per_delivery']['server'])} · "
+            f"{fmt(pb['cpu_us_per_delivery']['client'])} + {fmt(pb['cpu_us_per_delivery']['server'])} | "
+            f"{fmt(pb['cpu_cores']['pgbench'], 2)} | "
+            f"{fmt(hh['cpu_cores']['whole_machine'], 2)} · {fmt(pb['cpu_cores']['whole_machine'], 2)} |")
+    out.append("")
+
+
 def render(r):
     out = []
     m = r.get("machine", {})
@@ -86,25 +107,12 @@ def render(r):
     out.append("")
 
     h = r.get("handler") or {}
+    for key, title in (("throughput", "client and server share both cores"),
+                       ("throughput_pinned", "benchmark process on CPU 0, PostgreSQL on CPU 1")):
+        if (h.get(key) or {}).get("rows"):
+            throughput_table(out, h[key]["rows"], title)
     tp = h.get("throughput")
     if tp:
-        out.append("### Throughput and latency: handler versus pgbench (same statements, same server)")
-        out.append("")
-        out.append("| processor | delivery | envs / clients | handler /s | pgbench /s | ratio | handler p50 / p99 µs | pgbench p50 / p99 µs | CPU µs per delivery, client + server (handler · pgbench) | machine cores busy (handler · pgbench) |")
-        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for row in tp["rows"]:
-            hh, pb = row["handler"], row["pgbench"]
-            ok = row["ratio"] >= TARGETS["ratio"]
-            out.append(
-                f"| {row['processor']} | {row['kind']} | {row['clients']} | "
-                f"{fmt(hh['deliveries_per_s'])} | {fmt(pb['deliveries_per_s'])} | "
-                f"{fmt(row['ratio'], 2)} {mark(ok)} | "
-                f"{fmt(hh['latency']['p50_us'])} / {fmt(hh['latency']['p99_us'])} | "
-                f"{fmt(pb['latency']['p50_us'])} / {fmt(pb['latency']['p99_us'])} | "
-                f"{fmt(hh['cpu_us_per_delivery']['client'])} + {fmt(hh['cpu_us_per_delivery']['server'])} · "
-                f"{fmt(pb['cpu_us_per_delivery']['client'])} + {fmt(pb['cpu_us_per_delivery']['server'])} | "
-                f"{fmt(hh['cpu_cores']['whole_machine'], 2)} · {fmt(pb['cpu_cores']['whole_machine'], 2)} |")
-        out.append("")
         alts = tp.get("pgbench_alternatives") or []
         if alts:
             out.append("pgbench only, shapes the handler does not use today (for the analysis):")

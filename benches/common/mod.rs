@@ -206,6 +206,36 @@ impl CpuSnap {
     }
 }
 
+/// The processes whose parent is `ppid`.
+pub fn children_of(ppid: u32) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if stat_fields(&pid.to_string()).and_then(|f| f.get(PPID).copied()) == Some(u64::from(ppid))
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Restricts every thread of `pid` to the CPUs in `cpus` (`taskset -a -p -c`); processes and
+/// threads it starts later inherit that.
+pub fn pin(pid: u32, cpus: &str) {
+    let out = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+        .output()
+        .expect("run taskset (util-linux)");
+    assert!(
+        out.status.success(),
+        "taskset {cpus} {pid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// CPU used over an interval, in cores (1.0 = one core fully busy; this machine has `nproc`).
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct CpuUse {
