@@ -141,8 +141,9 @@ impl PgServer {
     }
 }
 
-impl Drop for PgServer {
-    fn drop(&mut self) {
+impl PgServer {
+    /// Stops the server (if running) and deletes its data, ignoring failures: cleanup only.
+    fn discard(&self) {
         let mut c = self.command("pg_ctl");
         c.arg("-D")
             .arg(self.pgdata())
@@ -154,10 +155,21 @@ impl Drop for PgServer {
     }
 }
 
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.discard();
+    }
+}
+
 fn run(c: &mut Command, what: &str) {
+    run_or_explain(c, what, INSTALL_HINT);
+}
+
+/// Runs `c` and panics unless it succeeds, with its output and `hint` on how to install it.
+pub fn run_or_explain(c: &mut Command, what: &str, hint: &str) {
     let out = c
         .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {c:?}: {e}\n{INSTALL_HINT}"));
+        .unwrap_or_else(|e| panic!("{what}: cannot run {c:?}: {e}\n{hint}"));
     assert!(
         out.status.success(),
         "{what} failed ({}):\n{}\n{}",
@@ -226,14 +238,7 @@ enum Shared {
 
 extern "C" fn stop_shared() {
     if let Some(Shared::Started(server)) = SHARED.get() {
-        let mut c = server.command("pg_ctl");
-        c.arg("-D")
-            .arg(server.pgdata())
-            .args(["-m", "immediate", "-w", "stop"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let _ = c.status();
-        let _ = std::fs::remove_dir_all(&server.data);
+        server.discard();
     }
 }
 

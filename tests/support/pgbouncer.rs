@@ -223,16 +223,7 @@ fn wait_for_pid(pidfile: &Path) -> u32 {
 }
 
 fn run(c: &mut Command, what: &str) {
-    let out = c
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {c:?}: {e}\n{INSTALL_HINT}"));
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::run_or_explain(c, what, INSTALL_HINT);
 }
 
 /// CPU time (user + system) a process and the children it has reaped have used, from
