@@ -13,9 +13,9 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio_postgres::Transaction;
 
 use crate::processor::{Delivery, Outcome, Processor};
+use crate::work::Work;
 
 /// The header carrying the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -84,7 +84,7 @@ impl Processor for Forwarder {
     async fn process(
         &self,
         delivery: &Delivery,
-        _tx: &Transaction<'_>,
+        _work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
         let req = match self.request(delivery) {
             Ok(req) => req,

@@ -1,7 +1,7 @@
 //! hookclaim: an exactly-once webhook receiver for AWS Lambda and PostgreSQL.
 //!
 //! A delivery is verified over its raw bytes ([`verify`]), claimed with one atomic statement
-//! ([`store`]), processed in a transaction ([`processor`], [`pipeline`]) and answered
+//! ([`store`]), processed in a transaction ([`processor`], [`work`], [`pipeline`]) and answered
 //! ([`webhook`]). The [`retention`] function re-drives what died and purges what is old.
 
 pub mod aws;
@@ -20,3 +20,4 @@ pub mod secret;
 pub mod store;
 pub mod verify;
 pub mod webhook;
+pub mod work;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::db::{classify, DbError, Session};
 use crate::processor::{Delivery, Outcome, Processor};
 use crate::store::{self, Attempt, Finish};
+use crate::work::Work;
 
 /// Exponential backoff with a cap, jitter and a maximum number of attempts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,37 +100,32 @@ async fn process_in_transaction<P: Processor>(
     at: &Attempt<'_>,
 ) -> Result<Settled, Failure> {
     let client = session.client().await.map_err(Failure::Database)?;
-    let tx = client
-        .transaction()
-        .await
-        .map_err(|e| Failure::Database(classify(e)))?;
-    let outcome = processor
-        .process(delivery, &tx)
-        .await
-        .map_err(|e| Failure::Database(classify(e)))?;
+    let mut work = Work::new(client);
+    let outcome = match processor.process(delivery, &mut work).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // The processor's own failure is the one to report; a failed rollback only means
+            // the connection is gone, which the caller's reconnect handles.
+            let _ = work.rollback().await;
+            return Err(Failure::Database(classify(e)));
+        }
+    };
     if outcome != Outcome::Done {
-        // Dropping the transaction rolls the processor's work back.
-        tx.rollback()
+        work.rollback()
             .await
             .map_err(|e| Failure::Database(classify(e)))?;
         return Err(Failure::Processor(outcome));
     }
-    let finished = store::finish_done(&tx, at)
-        .await
-        .map_err(|e| Failure::Database(classify(e)))?;
-    match finished {
-        Finish::Applied => {
-            tx.commit()
-                .await
-                .map_err(|e| Failure::Database(classify(e)))?;
-            Ok(Settled::Done)
-        }
-        Finish::Fenced => {
-            tx.rollback()
-                .await
-                .map_err(|e| Failure::Database(classify(e)))?;
-            Ok(Settled::Fenced)
-        }
+    let finished = if work.is_empty() {
+        // Nothing to commit with "done": the fenced finish alone, one statement.
+        drop(work);
+        store::finish_done(client, at).await
+    } else {
+        work.commit(at).await
+    };
+    match finished.map_err(|e| Failure::Database(classify(e)))? {
+        Finish::Applied => Ok(Settled::Done),
+        Finish::Fenced => Ok(Settled::Fenced),
     }
 }
 

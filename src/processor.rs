@@ -6,7 +6,9 @@ use std::future::Future;
 
 use sha2::{Digest, Sha256};
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::Client;
+
+use crate::work::Work;
 
 /// A verified, claimed delivery, as the processor sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,9 +64,9 @@ pub enum Outcome {
 
 /// The user's processing of one delivery.
 ///
-/// `process` runs inside a transaction on the function's own connection; the delivery is marked
-/// done in the same transaction, so work done through `tx` commits atomically with "done"
-/// (Strategy A). Work at another service happens inside the call too, keyed by
+/// `process` works in a transaction on the function's own connection: statements queued on
+/// `work` commit atomically with "done", in the same round trip, or not at all (Strategy A).
+/// Work at another service happens inside the call too, keyed by
 /// [`Delivery::idempotency_key`] (Strategy B). A database error returned with `?` counts as a
 /// retryable failure.
 pub trait Processor: Send + Sync + 'static {
@@ -86,11 +88,11 @@ pub trait Processor: Send + Sync + 'static {
         async { Ok(()) }
     }
 
-    /// Processes one delivery.
+    /// Processes one delivery: queues its writes on `work` and says how it went.
     fn process(
         &self,
         delivery: &Delivery,
-        tx: &Transaction<'_>,
+        work: &mut Work<'_>,
     ) -> impl Future<Output = Result<Outcome, tokio_postgres::Error>> + Send;
 }
 
@@ -111,7 +113,7 @@ impl Processor for StoreOnly {
     async fn process(
         &self,
         _delivery: &Delivery,
-        _tx: &Transaction<'_>,
+        _work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
         Ok(Outcome::Done)
     }
@@ -187,7 +189,7 @@ impl Processor for Licences {
     async fn process(
         &self,
         delivery: &Delivery,
-        tx: &Transaction<'_>,
+        work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
         let Ok(body) = delivery.json() else {
             return Ok(Outcome::Permanent("body is not JSON".into()));
@@ -199,16 +201,11 @@ impl Processor for Licences {
             "LIC-{}",
             hex::encode(fastrand::u128(..).to_be_bytes()).to_uppercase()
         );
-        tx.execute_typed(
-            ISSUE_LICENCE,
-            &[
-                (&order, Type::TEXT),
-                (&key, Type::TEXT),
-                (&delivery.source, Type::TEXT),
-                (&delivery.delivery_id, Type::TEXT),
-            ],
-        )
-        .await?;
+        work.execute(ISSUE_LICENCE)
+            .bind(order, Type::TEXT)
+            .bind(key, Type::TEXT)
+            .bind(delivery.source.clone(), Type::TEXT)
+            .bind(delivery.delivery_id.clone(), Type::TEXT);
         Ok(Outcome::Done)
     }
 }

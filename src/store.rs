@@ -209,13 +209,33 @@ macro_rules! fence {
     };
 }
 
-const FINISH_DONE: &str = concat!(
-    "UPDATE hookclaim_deliveries
+macro_rules! finish_done {
+    () => {
+        concat!(
+            "UPDATE hookclaim_deliveries
     SET status = 'done', lease_until = NULL, next_attempt_at = NULL, last_error = NULL,
         completed_at = now(), updated_at = now()
   WHERE ",
-    fence!()
+            fence!()
+        )
+    };
+}
+
+const FINISH_DONE: &str = finish_done!();
+
+/// [`FINISH_DONE`] for the end of a processing transaction: when the fence matches no row it
+/// fails (division by zero, SQLSTATE 22012) and so aborts the transaction, which turns the
+/// COMMIT sent in the same batch into a rollback. See [`is_fenced`].
+pub(crate) const FINISH_DONE_OR_FAIL: &str = concat!(
+    "WITH finished AS (",
+    finish_done!(),
+    " RETURNING 1) SELECT 1 / count(*) FROM finished"
 );
+
+/// Whether `e`, returned by [`FINISH_DONE_OR_FAIL`], means "fenced".
+pub(crate) fn is_fenced(e: &Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::DIVISION_BY_ZERO)
+}
 
 const FINISH_FAILED: &str = concat!(
     "UPDATE hookclaim_deliveries
@@ -233,7 +253,7 @@ const FINISH_DEAD: &str = concat!(
     fence!()
 );
 
-fn attempt_params<'a>(at: &'a Attempt<'a>) -> [(&'a (dyn ToSql + Sync), Type); 4] {
+pub(crate) fn attempt_params<'a>(at: &'a Attempt<'a>) -> [(&'a (dyn ToSql + Sync), Type); 4] {
     [
         (&at.source, Type::TEXT),
         (&at.delivery_id, Type::TEXT),

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hookclaim::processor::{Delivery, Licences, Outcome, Processor};
+use hookclaim::work::Work;
 use lambda_http::RequestExt;
 use support::{answer, github_request, Format, PgServer};
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::Client;
 
 /// The licence example, but on 5% of first attempts it crashes (panics) after issuing the
 /// licence and before the delivery is finished, as an out-of-memory kill or a timeout would.
@@ -45,9 +46,9 @@ impl Processor for CrashAfterEffect {
     async fn process(
         &self,
         d: &Delivery,
-        tx: &Transaction<'_>,
+        work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
-        let outcome = Licences.process(d, tx).await?;
+        let outcome = Licences.process(d, work).await?;
         if d.attempt == 1 && crashes(&d.delivery_id) {
             panic!("{CRASH}");
         }

@@ -9,11 +9,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hookclaim::forward::{Forwarder, IDEMPOTENCY_KEY};
 use hookclaim::processor::{Delivery, Outcome, Processor};
+use hookclaim::work::Work;
 use lambda_http::RequestExt;
 use support::{answer, github_request, row, Format, TestDb};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
-use tokio_postgres::Transaction;
 
 /// One call the endpoint received: its idempotency key and body.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,9 +87,9 @@ impl Processor for CrashAfterCall {
     async fn process(
         &self,
         d: &Delivery,
-        tx: &Transaction<'_>,
+        work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
-        let outcome = self.0.process(d, tx).await?;
+        let outcome = self.0.process(d, work).await?;
         if d.attempt == 1 {
             panic!("simulated crash after the call");
         }

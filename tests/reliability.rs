@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hookclaim::processor::{Delivery, Licences, Outcome, Processor, StoreOnly};
+use hookclaim::work::Work;
 use lambda_http::RequestExt;
 use support::{answer, delivery_count, github_request, row, Format, TestDb};
 use tokio::sync::Notify;
-use tokio_postgres::Transaction;
+use tokio_postgres::types::Type;
 
 async fn licences(c: &tokio_postgres::Client) -> i64 {
     c.query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
@@ -128,14 +129,12 @@ impl Processor for SlowFirst {
     async fn process(
         &self,
         d: &Delivery,
-        tx: &Transaction<'_>,
+        work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
         let call = self.0.calls.fetch_add(1, Ordering::SeqCst);
-        tx.execute(
-            "INSERT INTO effects VALUES ($1, $2)",
-            &[&d.attempt, &(if call == 0 { "zombie" } else { "new" })],
-        )
-        .await?;
+        work.execute("INSERT INTO effects VALUES ($1, $2)")
+            .bind(d.attempt, Type::INT4)
+            .bind(if call == 0 { "zombie" } else { "new" }, Type::TEXT);
         if call == 0 {
             self.0.started.notify_one();
             self.0.release.notified().await;

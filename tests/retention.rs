@@ -13,10 +13,11 @@ use hookclaim::processor::{Delivery, Licences, Outcome, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
 use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
+use hookclaim::work::Work;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use support::TestDb;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::Client;
 
 const DAY: u64 = 86_400;
 
@@ -204,7 +205,7 @@ impl Processor for AlwaysRetry {
     async fn process(
         &self,
         _delivery: &Delivery,
-        _tx: &Transaction<'_>,
+        _work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
         Ok(Outcome::Retry("downstream answered 503".into()))
     }

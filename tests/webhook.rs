@@ -8,12 +8,15 @@ use std::time::Duration;
 
 use hookclaim::processor::{Delivery, Licences, Outcome, Processor, StoreOnly};
 use hookclaim::store::{self, Claimant, NewDelivery};
+use hookclaim::work::Work;
 use support::{answer, delivery_count, event, github_request, row, Format, TestDb};
-use tokio_postgres::Transaction;
+use tokio_postgres::types::Type;
 
 const FORMATS: [Format; 3] = [Format::HttpApiV2, Format::RestV1, Format::FunctionUrl];
 
 /// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "permanent" | "ok"}`.
+/// It writes an effect that a failure must roll back, and reads it back inside the transaction
+/// before deciding, so both the queued write and the in-transaction read are exercised.
 struct Scripted;
 
 impl Processor for Scripted {
@@ -21,18 +24,38 @@ impl Processor for Scripted {
         "scripted"
     }
 
+    async fn setup(
+        &self,
+        client: &mut tokio_postgres::Client,
+    ) -> Result<(), tokio_postgres::Error> {
+        client
+            .batch_execute("CREATE TABLE IF NOT EXISTS effects (id text)")
+            .await
+    }
+
     async fn process(
         &self,
         delivery: &Delivery,
-        tx: &Transaction<'_>,
+        work: &mut Work<'_>,
     ) -> Result<Outcome, tokio_postgres::Error> {
-        // Work in the transaction that a failure must roll back.
-        tx.batch_execute("CREATE TABLE IF NOT EXISTS effects (id text)")
+        work.execute("INSERT INTO effects VALUES ($1)")
+            .bind(delivery.delivery_id.clone(), Type::TEXT);
+        let seen = work
+            .query(
+                "SELECT count(*) FROM effects WHERE id = $1",
+                &[(&delivery.delivery_id, Type::TEXT)],
+            )
             .await?;
-        tx.execute("INSERT INTO effects VALUES ($1)", &[&delivery.delivery_id])
-            .await?;
+        let seen: i64 = seen[0].get(0);
+        assert!(seen >= 1, "the queued write is visible to a read after it");
         let body = delivery.json().unwrap_or_default();
         Ok(match body["behaviour"].as_str() {
+            Some("bad-write") => {
+                // Fails only when the batch is committed, after the write above.
+                work.execute("SELECT 1 / 0");
+                Outcome::Done
+            }
+            Some("panic") => panic!("simulated crash inside the transaction"),
             Some("retry") => Outcome::Retry("downstream unavailable".into()),
             Some("permanent") => Outcome::Permanent("order was cancelled".into()),
             _ => Outcome::Done,
@@ -537,4 +560,84 @@ async fn five_hundred_deliveries_for_a_hundred_orders_issue_exactly_a_hundred_li
 fn sha2_256(body: &[u8]) -> Vec<u8> {
     use sha2::Digest as _;
     sha2::Sha256::digest(body).to_vec()
+}
+
+#[tokio::test]
+async fn a_write_that_fails_at_commit_rolls_everything_back_and_the_attempt_is_retried() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[("RETRY_BASE_SECS", "60")], Scripted).await;
+    let c = db.client().await;
+
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "bad-write",
+            br#"{"behaviour":"bad-write"}"#,
+            false,
+        ))
+        .await;
+
+    assert_eq!(answer(&resp).0, 503, "{:?}", answer(&resp));
+    let (status, attempt, error) = row(&c, "github", "bad-write").await.unwrap();
+    assert_eq!((status.as_str(), attempt), ("failed", 1));
+    assert!(
+        error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("division by zero"),
+        "{error:?}"
+    );
+    assert_eq!(
+        effects(&c).await,
+        0,
+        "the write before the failing one was rolled back"
+    );
+}
+
+#[tokio::test]
+async fn a_processor_that_crashes_inside_its_transaction_leaves_the_connection_clean() {
+    let db = TestDb::migrated().await;
+    let hook = std::sync::Arc::new(support::webhook(&db.url, &[], Scripted).await);
+    let c = db.client().await;
+
+    // The crash happens after the transaction was opened by the read, with a write in it.
+    let crashed = tokio::spawn({
+        let hook = hook.clone();
+        async move {
+            hook.handle(github_request(
+                Format::HttpApiV2,
+                "crash",
+                br#"{"behaviour":"panic"}"#,
+                false,
+            ))
+            .await
+        }
+    })
+    .await;
+    assert!(crashed.is_err(), "the invocation crashed");
+
+    // The next delivery on the same connection commits its own work only.
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "after-crash",
+            br#"{"behaviour":"ok"}"#,
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&resp).0, 200, "{:?}", answer(&resp));
+    let ids: Vec<String> = c
+        .query("SELECT id FROM effects ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, ["after-crash"]);
+    assert_eq!(row(&c, "github", "crash").await.unwrap().0, "processing");
+    assert_eq!(
+        hook.database().connect_count(),
+        1,
+        "the connection was kept"
+    );
 }
