@@ -142,11 +142,53 @@ async fn create_db(ctx: &Ctx, name: &str) -> String {
     url
 }
 
-/// `n` simulated execution environments over `url`, each connected and prepared.
-async fn environments<P: Processor + Copy>(url: &str, n: usize, p: P) -> Vec<Arc<Webhook<P>>> {
+/// How the environments reach the database, and the pgbench mode that sends the same
+/// statements the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Connection {
+    /// Straight to PostgreSQL: the hot statements are prepared once per connection
+    /// (`pgbench -M prepared`).
+    Direct,
+    /// `DATABASE_POOLED=true`, as behind a transaction pooler: every statement unnamed, parsed
+    /// and planned each time (`pgbench -M extended`).
+    Pooled,
+}
+
+impl Connection {
+    fn name(self) -> &'static str {
+        match self {
+            Connection::Direct => "direct",
+            Connection::Pooled => "pooled",
+        }
+    }
+
+    fn pgbench_mode(self) -> &'static str {
+        match self {
+            Connection::Direct => "prepared",
+            Connection::Pooled => "extended",
+        }
+    }
+
+    fn overrides(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Connection::Direct => &[],
+            Connection::Pooled => &[("DATABASE_POOLED", "true")],
+        }
+    }
+}
+
+/// `n` simulated execution environments over `url`, each connected and ready.
+async fn environments<P: Processor + Copy>(
+    url: &str,
+    n: usize,
+    p: P,
+    connection: Connection,
+) -> Vec<Arc<Webhook<P>>> {
     let mut envs = Vec::with_capacity(n);
     for _ in 0..n {
-        envs.push(Arc::new(support::webhook(url, &[], p).await));
+        envs.push(Arc::new(
+            support::webhook(url, connection.overrides(), p).await,
+        ));
     }
     envs
 }
@@ -199,7 +241,7 @@ async fn counts(ctx: &Ctx) -> (Value, Sql) {
     let sql = Sql {
         claim: find("claim", &|t| t.contains("WITH claimed AS")),
         finish_done: find("finish", &|t| {
-            t.starts_with("UPDATE hookclaim_deliveries") && t.contains("status = 'done'")
+            t.starts_with("WITH finished AS") && t.contains("status = 'done'")
         }),
         issue_licence: find("licence", &|t| {
             t.contains("INSERT INTO hookclaim_example_licences")
@@ -219,6 +261,10 @@ async fn count_processor<P: Processor + Copy>(
     texts: &mut Vec<String>,
 ) -> Value {
     let wh = support::webhook(url, &[], p).await;
+    // The connection's first delivery also prepares the hot statements (one more round trip,
+    // once per connection); the counts are for every delivery after it.
+    let warm_up = deliver(&wh, &common::github_event(common::new_id())).await;
+    assert!(answered(&warm_up, "processed"), "{warm_up:?}");
     let ids: Vec<u64> = (0..COUNTED).map(|_| common::new_id()).collect();
     let new = count_case(ctx, proxy, &wh, &ids, "processed", texts).await;
     let dup = count_case(ctx, proxy, &wh, &ids, "duplicate", texts).await;
@@ -351,7 +397,7 @@ async fn throughput_database(ctx: &Ctx) -> String {
     let url = create_db(ctx, "tp").await;
     // The redelivered set: DUP_COUNT deliveries through the handler itself (also a warm-up).
     {
-        let envs = environments(&url, 4, StoreOnly).await;
+        let envs = environments(&url, 4, StoreOnly, Connection::Direct).await;
         let mut tasks = Vec::new();
         for (i, wh) in envs.into_iter().enumerate() {
             tasks.push(tokio::spawn(async move {
@@ -376,29 +422,12 @@ async fn throughput(ctx: &Ctx, sql: &Sql, url: &str) -> Value {
     eprintln!("== throughput: handler versus pgbench");
     let scripts = Scripts::write(sql);
     let mut rows = Vec::new();
-    rows.extend(processor_rows(ctx, url, StoreOnly, "store", &scripts).await);
-    rows.extend(processor_rows(ctx, url, Licences, "licence", &scripts).await);
-
-    // The same statements with named prepared statements (what a transaction pooler forbids), and
-    // the licence flow in the two-round-trip shape recommended in BENCHMARKS.md: the database's
-    // side of changes the handler cannot make today.
-    let mut alternatives = Vec::new();
-    for &c in &CONCURRENCY {
-        for (name, script, mode) in [
-            ("store/new, -M prepared", &scripts.store_new, "prepared"),
-            (
-                "licence/new, 2 round trips (pipelined)",
-                &scripts.licence_new_2rt,
-                "extended",
-            ),
-        ] {
-            let runs = pgbench_rounds(ctx, script, c, mode).await;
-            alternatives.push(json!({"case": name, "clients": c, "pgbench": side(&runs)}));
-        }
+    for connection in [Connection::Direct, Connection::Pooled] {
+        rows.extend(processor_rows(ctx, url, StoreOnly, "store", &scripts, connection).await);
+        rows.extend(processor_rows(ctx, url, Licences, "licence", &scripts, connection).await);
     }
     json!({
         "rows": rows,
-        "pgbench_alternatives": alternatives,
         "pgbench_scripts": scripts.dir,
     })
 }
@@ -422,8 +451,9 @@ async fn throughput_pinned(ctx: &Ctx, sql: &Sql, url: &str) -> Value {
     }
     common::pin(std::process::id(), "0");
     let mut rows = Vec::new();
-    rows.extend(processor_rows(ctx, url, StoreOnly, "store", &scripts).await);
-    rows.extend(processor_rows(ctx, url, Licences, "licence", &scripts).await);
+    let direct = Connection::Direct;
+    rows.extend(processor_rows(ctx, url, StoreOnly, "store", &scripts, direct).await);
+    rows.extend(processor_rows(ctx, url, Licences, "licence", &scripts, direct).await);
     common::pin(std::process::id(), "0-1");
     for pid in server_pids(ctx) {
         common::pin(pid, "0-1");
@@ -437,16 +467,17 @@ async fn processor_rows<P: Processor + Copy>(
     p: P,
     name: &str,
     scripts: &Scripts,
+    connection: Connection,
 ) -> Vec<Value> {
     let mut rows = Vec::new();
     for &c in &CONCURRENCY {
-        let envs = environments(url, c, p).await;
+        let envs = environments(url, c, p, connection).await;
         for kind in [Kind::New, Kind::Duplicate] {
             let script = scripts.for_case(name, kind);
             let mut handler_runs = Vec::new();
             let mut pgbench_runs = Vec::new();
             for _ in 0..ctx.rounds {
-                pgbench_runs.push(pgbench(ctx, script, c, "extended").await);
+                pgbench_runs.push(pgbench(ctx, script, c, connection.pgbench_mode()).await);
                 handler_runs.push(handler_run(ctx, &envs, kind, secs_flag(ctx.secs)).await);
             }
             let h = side(&handler_runs);
@@ -454,7 +485,8 @@ async fn processor_rows<P: Processor + Copy>(
             let ratio = h["deliveries_per_s"].as_f64().unwrap_or(0.0)
                 / b["deliveries_per_s"].as_f64().unwrap_or(f64::NAN);
             eprintln!(
-                "  {name:8} {:9} c={c:2}: handler {:7.0}/s p50 {:6.0} µs p99 {:6.0} µs | pgbench {:7.0}/s p50 {:6.0} µs p99 {:6.0} µs | ratio {ratio:.2}",
+                "  {:6} {name:8} {:9} c={c:2}: handler {:7.0}/s p50 {:6.0} µs p99 {:6.0} µs | pgbench {:7.0}/s p50 {:6.0} µs p99 {:6.0} µs | ratio {ratio:.2}",
+                connection.name(),
                 kind.name(),
                 h["deliveries_per_s"].as_f64().unwrap_or(0.0),
                 h["latency"]["p50_us"].as_f64().unwrap_or(0.0),
@@ -464,6 +496,8 @@ async fn processor_rows<P: Processor + Copy>(
                 b["latency"]["p99_us"].as_f64().unwrap_or(0.0),
             );
             rows.push(json!({
+                "connection": connection.name(),
+                "pgbench_mode": connection.pgbench_mode(),
                 "processor": name,
                 "kind": kind.name(),
                 "clients": c,
@@ -579,7 +613,6 @@ struct Scripts {
     store_dup: PathBuf,
     licence_new: PathBuf,
     licence_dup: PathBuf,
-    licence_new_2rt: PathBuf,
 }
 
 /// Replaces `$1..$n` in `sql` by pgbench variables `vars[0..n]` (highest first, so `$1` does not
@@ -632,20 +665,12 @@ impl Scripts {
             (
                 "licence_new.sql",
                 format!(
-                    "{}{new_id}{key}{}BEGIN;\n{issue}{finish}COMMIT;\n",
-                    header("a new delivery, licence processor: claim, then the transaction"),
+                    "{}{new_id}{key}{}\\startpipeline\nBEGIN;\n{issue}{finish}COMMIT;\n\\endpipeline\n",
+                    header("a new delivery, licence processor: the claim, then BEGIN, the insert, the fenced finish and COMMIT in one pipelined batch"),
                     claim("f")
                 ),
             ),
             ("licence_dup.sql", format!("{}{dup_id}{}", header("a duplicate, licence processor"), claim("f"))),
-            (
-                "licence_new_2rt.sql",
-                format!(
-                    "{}{new_id}{key}{}\\startpipeline\nBEGIN;\n{finish}{issue}COMMIT;\n\\endpipeline\n",
-                    header("PROPOSED shape: claim, then one pipelined transaction (fenced finish first)"),
-                    claim("f")
-                ),
-            ),
         ];
         for (name, text) in &files {
             std::fs::write(dir.join(name), text).expect("write pgbench script");
@@ -655,7 +680,6 @@ impl Scripts {
             store_dup: dir.join("store_dup.sql"),
             licence_new: dir.join("licence_new.sql"),
             licence_dup: dir.join("licence_dup.sql"),
-            licence_new_2rt: dir.join("licence_new_2rt.sql"),
             dir,
         }
     }
@@ -668,14 +692,6 @@ impl Scripts {
             (_, Kind::Duplicate) => &self.licence_dup,
         }
     }
-}
-
-async fn pgbench_rounds(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Vec<Run> {
-    let mut runs = Vec::new();
-    for _ in 0..ctx.rounds {
-        runs.push(pgbench(ctx, script, clients, mode).await);
-    }
-    runs
 }
 
 /// pgbench with `clients` connections (and up to two threads, like the handler's two tokio
@@ -798,7 +814,7 @@ async fn purge(ctx: &Ctx) -> Value {
         .expect("vacuum");
 
     fill_old(&admin, rows).await;
-    let envs = environments(&url, PURGE_CLAIMANTS, StoreOnly).await;
+    let envs = environments(&url, PURGE_CLAIMANTS, StoreOnly, Connection::Direct).await;
     let window = alone.1.clamp(5.0, 20.0);
     let baseline = handler_run(ctx, &envs, Kind::New, secs_flag(window)).await;
 

@@ -107,23 +107,19 @@ def render(r):
     out.append("")
 
     h = r.get("handler") or {}
-    for key, title in (("throughput", "client and server share both cores"),
+    modes = {
+        "direct": "direct connection, statements prepared once per connection (pgbench -M prepared)",
+        "pooled": "`DATABASE_POOLED=true`, unnamed statements as behind a transaction pooler (pgbench -M extended)",
+    }
+    for key, where in (("throughput", "client and server share both cores"),
                        ("throughput_pinned", "benchmark process on CPU 0, PostgreSQL on CPU 1")):
-        if (h.get(key) or {}).get("rows"):
-            throughput_table(out, h[key]["rows"], title)
+        rows = (h.get(key) or {}).get("rows") or []
+        for mode, how in modes.items():
+            mine = [row for row in rows if row.get("connection", "direct") == mode]
+            if mine:
+                throughput_table(out, mine, f"{how}; {where}")
     tp = h.get("throughput")
     if tp:
-        alts = tp.get("pgbench_alternatives") or []
-        if alts:
-            out.append("pgbench only, shapes the handler does not use today (for the analysis):")
-            out.append("")
-            out.append("| case | clients | pgbench /s | p50 / p99 µs |")
-            out.append("|---|---:|---:|---:|")
-            for a in alts:
-                pb = a["pgbench"]
-                out.append(f"| {a['case']} | {a['clients']} | {fmt(pb['deliveries_per_s'])} | "
-                           f"{fmt(pb['latency']['p50_us'])} / {fmt(pb['latency']['p99_us'])} |")
-            out.append("")
         cs = h.get("client_side")
         if cs:
             out.append(f"Per delivery in the benchmark process, outside the handler: building the signed "

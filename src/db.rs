@@ -32,6 +32,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{CancelToken, Client, NoTls};
 
 use crate::aws::{DatabaseSecret, RdsIamAuth};
+use crate::connection::{Conn, Hot};
 
 /// How the connection is encrypted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,11 +122,11 @@ impl DbError {
     }
 }
 
-/// A boxed future borrowing the client, for operations that may be retried.
+/// A boxed future borrowing the connection, for operations that may be retried.
 pub type Op<'c, T> = Pin<Box<dyn Future<Output = Result<T, tokio_postgres::Error>> + Send + 'c>>;
 
 /// Marker argument whose type proves `'a: 'c`, so an operation's future may borrow both the
-/// client (`'c`) and the caller's data (`'a`).
+/// connection (`'c`) and the caller's data (`'a`).
 pub type Borrows<'c, 'a> = std::marker::PhantomData<&'c &'a ()>;
 
 /// Where the connection's login comes from; consulted at every connect.
@@ -186,7 +187,7 @@ pub struct Database {
     settings: DbSettings,
     credentials: Credentials,
     tls: Option<postgres_native_tls::MakeTlsConnector>,
-    conn: Mutex<Option<Client>>,
+    conn: Mutex<Option<Conn>>,
     connects: AtomicU64,
     /// Pooled mode: whether the role's server-side timeouts have been checked (once).
     timeouts_checked: AtomicBool,
@@ -370,17 +371,36 @@ where
 /// environment (Lambda sends one at a time anyway).
 pub struct Session<'a> {
     db: &'a Database,
-    guard: MutexGuard<'a, Option<Client>>,
+    guard: MutexGuard<'a, Option<Conn>>,
 }
 
 impl Session<'_> {
     /// The live connection, connecting first if there is none or it has closed.
-    pub async fn client(&mut self) -> Result<&mut Client, DbError> {
-        if self.guard.as_ref().is_none_or(Client::is_closed) {
+    pub async fn client(&mut self) -> Result<&mut Conn, DbError> {
+        if self.guard.as_ref().is_none_or(|c| c.is_closed()) {
             *self.guard = None;
-            *self.guard = Some(self.db.connect().await?);
+            let client = self.db.connect().await?;
+            *self.guard = Some(Conn::new(client, !self.db.settings.pooled));
         }
         self.guard.as_mut().ok_or(DbError::Timeout)
+    }
+
+    /// Prepares `statements` on the live connection unless it has them already or is pooled
+    /// (see [`crate::connection`]). Best effort, and never connects: whatever is not prepared
+    /// runs unnamed, and whatever is wrong with the connection meets the next statement, which
+    /// reconnects (and prepares at the delivery after).
+    pub async fn prepare(&mut self, statements: &[Hot]) {
+        let deadline = self.db.settings.statement_timeout + CLIENT_SLACK;
+        let Some(conn) = self.guard.as_mut().filter(|c| !c.is_closed()) else {
+            return;
+        };
+        match tokio::time::timeout(deadline, conn.prepare(statements)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %describe(&e), "statements not prepared; they run unnamed");
+            }
+            Err(_) => self.cancel_and_discard(),
+        }
     }
 
     /// Forgets the connection, so the next use connects afresh. For use after a failure in the
@@ -393,7 +413,7 @@ impl Session<'_> {
     /// which may mean a dead socket), reconnects once and runs it again.
     pub async fn run<'a, T>(
         &mut self,
-        op: impl for<'c> Fn(&'c Client, Borrows<'c, 'a>) -> Op<'c, T>,
+        op: impl for<'c> Fn(&'c Conn, Borrows<'c, 'a>) -> Op<'c, T>,
     ) -> Result<T, DbError> {
         match self.try_once(&op).await {
             Err(e) if is_retryable(&e) => {
@@ -408,7 +428,7 @@ impl Session<'_> {
     /// Runs `op` under the client-side deadline, once.
     pub async fn try_once<'a, T>(
         &mut self,
-        op: &impl for<'c> Fn(&'c Client, Borrows<'c, 'a>) -> Op<'c, T>,
+        op: &impl for<'c> Fn(&'c Conn, Borrows<'c, 'a>) -> Op<'c, T>,
     ) -> Result<T, DbError> {
         let deadline = self.db.settings.statement_timeout + CLIENT_SLACK;
         let client = self.client().await?;
@@ -419,7 +439,14 @@ impl Session<'_> {
                 Err(DbError::Timeout)
             }
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(classify(e)),
+            Ok(Err(e)) => {
+                // A statement the server no longer accepts in prepared form (the schema changed
+                // under it) fails once; it is prepared afresh at next use.
+                if let Some(conn) = self.guard.as_mut() {
+                    conn.forget_prepared();
+                }
+                Err(classify(e))
+            }
         }
     }
 

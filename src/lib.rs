@@ -6,6 +6,7 @@
 
 pub mod aws;
 pub mod config;
+pub mod connection;
 pub mod db;
 pub mod environment;
 pub mod forward;

@@ -806,7 +806,7 @@ impl<P: Processor> Retention<P> {
     ) -> Result<(), RetentionError> {
         let client = session.client().await?;
         let applied = schema::migrate(client).await.map_err(classify)?;
-        let version = schema::current_version(&*client).await.map_err(classify)?;
+        let version = schema::current_version(&**client).await.map_err(classify)?;
         if !applied.is_empty() {
             tracing::info!(versions = ?applied, "schema migrations applied");
         }

@@ -1,16 +1,17 @@
 //! The delivery ledger in PostgreSQL: the atomic claim, fenced finishing, and the reads and
 //! batched deletes the retention function needs.
 //!
-//! Every statement here runs through `query_typed`/`execute_typed`: parameters carry their types,
-//! so PostgreSQL parses and runs each statement in one round trip with no named prepared
-//! statement, which is what RDS Proxy and PgBouncer in transaction mode require.
+//! Every statement carries its parameter types and runs in one round trip. The ones every
+//! delivery runs ([`HOT`]) are prepared once per direct connection; behind a transaction pooler,
+//! and for everything else, they run as unnamed statements (see [`crate::connection`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use tokio_postgres::types::{Json, ToSql, Type};
-use tokio_postgres::{Error, GenericClient, Row};
+use tokio_postgres::{Error, Row};
 
+use crate::connection::{self, Hot, Runner};
 use crate::verify::IdOrigin;
 
 /// How long an error text may be when it is stored; longer texts are cut at a char boundary.
@@ -132,7 +133,7 @@ SELECT CASE WHEN d.lease_owner = $5 AND d.status IN ('processing', 'done')
 /// Idempotent for the same owner: if the first try committed but its answer was lost, a retry
 /// finds the row held by the same owner and answers `Claimed` again with the same attempt.
 pub async fn claim(
-    client: &(impl GenericClient + Sync),
+    on: &impl Runner,
     delivery: &NewDelivery<'_>,
     claimant: Claimant<'_>,
     finish_now: bool,
@@ -151,7 +152,11 @@ pub async fn claim(
         (&delivery.payload_sha256, Type::BYTEA),
         (&headers, Type::JSONB),
     ];
-    let Some(row) = client.query_typed_opt(CLAIM, &params).await? else {
+    let Some(row) = connection::query(on, CLAIM, &params)
+        .await?
+        .into_iter()
+        .next()
+    else {
         return Ok(Claim::InProgress);
     };
     let state: &str = row.get(0);
@@ -232,6 +237,47 @@ pub(crate) const FINISH_DONE_OR_FAIL: &str = concat!(
     " RETURNING 1) SELECT 1 / count(*) FROM finished"
 );
 
+/// Parameter types of the fence ([`attempt_params`]): source, delivery id, attempt, owner; the
+/// failed and dead finishes add the error (and the delay).
+const ATTEMPT_TYPES: [Type; 4] = [Type::TEXT, Type::TEXT, Type::INT4, Type::TEXT];
+
+/// The statements a delivery runs, with their parameter types in the order they are bound:
+/// prepared once per direct connection.
+pub const HOT: &[Hot] = &[
+    (
+        CLAIM,
+        &[
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::BOOL,
+            Type::TEXT,
+            Type::FLOAT8,
+            Type::TEXT,
+            Type::BYTEA,
+            Type::BYTEA,
+            Type::JSONB,
+        ],
+    ),
+    (FINISH_DONE, &ATTEMPT_TYPES),
+    (FINISH_DONE_OR_FAIL, &ATTEMPT_TYPES),
+    (
+        FINISH_FAILED,
+        &[
+            Type::TEXT,
+            Type::TEXT,
+            Type::INT4,
+            Type::TEXT,
+            Type::TEXT,
+            Type::FLOAT8,
+        ],
+    ),
+    (
+        FINISH_DEAD,
+        &[Type::TEXT, Type::TEXT, Type::INT4, Type::TEXT, Type::TEXT],
+    ),
+];
+
 /// Whether `e`, returned by [`FINISH_DONE_OR_FAIL`], means "fenced".
 pub(crate) fn is_fenced(e: &Error) -> bool {
     e.code() == Some(&tokio_postgres::error::SqlState::DIVISION_BY_ZERO)
@@ -263,19 +309,14 @@ pub(crate) fn attempt_params<'a>(at: &'a Attempt<'a>) -> [(&'a (dyn ToSql + Sync
 }
 
 /// Marks the attempt done, unless another attempt has taken the row over.
-pub async fn finish_done(
-    client: &(impl GenericClient + Sync),
-    at: &Attempt<'_>,
-) -> Result<Finish, Error> {
-    let n = client
-        .execute_typed(FINISH_DONE, &attempt_params(at))
-        .await?;
+pub async fn finish_done(on: &impl Runner, at: &Attempt<'_>) -> Result<Finish, Error> {
+    let n = connection::execute(on, FINISH_DONE, &attempt_params(at)).await?;
     Ok(Finish::from_count(n))
 }
 
 /// Marks the attempt failed with `error`, due again after `retry_in`, unless fenced.
 pub async fn finish_failed(
-    client: &(impl GenericClient + Sync),
+    on: &impl Runner,
     at: &Attempt<'_>,
     error: &str,
     retry_in: Duration,
@@ -283,26 +324,20 @@ pub async fn finish_failed(
     let error = truncate(error);
     let secs = retry_in.as_secs_f64();
     let [a, b, c, d] = attempt_params(at);
-    let n = client
-        .execute_typed(
-            FINISH_FAILED,
-            &[a, b, c, d, (&error, Type::TEXT), (&secs, Type::FLOAT8)],
-        )
-        .await?;
+    let n = connection::execute(
+        on,
+        FINISH_FAILED,
+        &[a, b, c, d, (&error, Type::TEXT), (&secs, Type::FLOAT8)],
+    )
+    .await?;
     Ok(Finish::from_count(n))
 }
 
 /// Marks the attempt dead with `error` (kept for replay), unless fenced.
-pub async fn finish_dead(
-    client: &(impl GenericClient + Sync),
-    at: &Attempt<'_>,
-    error: &str,
-) -> Result<Finish, Error> {
+pub async fn finish_dead(on: &impl Runner, at: &Attempt<'_>, error: &str) -> Result<Finish, Error> {
     let error = truncate(error);
     let [a, b, c, d] = attempt_params(at);
-    let n = client
-        .execute_typed(FINISH_DEAD, &[a, b, c, d, (&error, Type::TEXT)])
-        .await?;
+    let n = connection::execute(on, FINISH_DEAD, &[a, b, c, d, (&error, Type::TEXT)]).await?;
     Ok(Finish::from_count(n))
 }
 
@@ -365,12 +400,13 @@ RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers
 /// Claims one named delivery for an operator's replay: a failed, dead or expired row, or a done
 /// row when `force` is set. Never takes a row under a live lease or without its payload.
 pub async fn take_for_replay(
-    client: &(impl GenericClient + Sync),
+    on: &impl Runner,
     source: &str,
     delivery_id: &str,
     claimant: Claimant<'_>,
     force: bool,
 ) -> Result<Option<StoredDelivery>, Error> {
+    let client = on.client();
     let lease_secs = claimant.lease.as_secs_f64();
     let row = client
         .query_typed_opt(
@@ -402,10 +438,11 @@ pub struct DeliveryState {
 
 /// Reads one row's state (not on the hot path).
 pub async fn state(
-    client: &(impl GenericClient + Sync),
+    on: &impl Runner,
     source: &str,
     delivery_id: &str,
 ) -> Result<Option<DeliveryState>, Error> {
+    let client = on.client();
     let row = client
         .query_typed_opt(
             "SELECT status, attempt, last_error, payload IS NOT NULL
@@ -447,9 +484,10 @@ RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers
 /// skipped too, so each due delivery gets at most one attempt per run however short its
 /// backoff, and a poison delivery cannot spin through all its attempts in one run.
 pub async fn reclaim_next(
-    client: &(impl GenericClient + Sync),
+    on: &impl Runner,
     claimant: Claimant<'_>,
 ) -> Result<Option<StoredDelivery>, Error> {
+    let client = on.client();
     let lease_secs = claimant.lease.as_secs_f64();
     let row = client
         .query_typed_opt(
@@ -479,11 +517,8 @@ const PURGE_BATCH: &str = "DELETE FROM hookclaim_deliveries
 
 /// Deletes up to `limit` `done`/`dead` rows that completed more than `older_than` ago; returns how
 /// many it deleted. Fewer than `limit` means nothing more was purgeable (or the rest was locked).
-pub async fn purge_batch(
-    client: &(impl GenericClient + Sync),
-    older_than: Duration,
-    limit: i64,
-) -> Result<u64, Error> {
+pub async fn purge_batch(on: &impl Runner, older_than: Duration, limit: i64) -> Result<u64, Error> {
+    let client = on.client();
     let secs = older_than.as_secs_f64();
     client
         .execute_typed(PURGE_BATCH, &[(&secs, Type::FLOAT8), (&limit, Type::INT8)])
@@ -521,11 +556,12 @@ pub struct Trimmed {
 /// Drops up to `limit` payloads of `done` rows that completed more than `older_than` ago and not
 /// before `cursor` (the previous batch's [`Trimmed::cursor`]; `None` for the first batch).
 pub async fn trim_batch(
-    client: &(impl GenericClient + Sync),
+    on: &impl Runner,
     older_than: Duration,
     cursor: Option<SystemTime>,
     limit: i64,
 ) -> Result<Trimmed, Error> {
+    let client = on.client();
     let secs = older_than.as_secs_f64();
     let row = client
         .query_typed_one(
@@ -550,7 +586,8 @@ const COUNT_RECLAIMABLE: &str = concat!(
 );
 
 /// How many rows a reclaim could take over now (expired leases and due retries).
-pub async fn count_reclaimable(client: &(impl GenericClient + Sync)) -> Result<u64, Error> {
+pub async fn count_reclaimable(on: &impl Runner) -> Result<u64, Error> {
+    let client = on.client();
     let n: i64 = client.query_typed_one(COUNT_RECLAIMABLE, &[]).await?.get(0);
     Ok(n as u64)
 }
@@ -559,10 +596,8 @@ const COUNT_PURGEABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
  WHERE status IN ('done', 'dead') AND completed_at < now() - make_interval(secs => $1)";
 
 /// How many rows [`purge_batch`] with the same `older_than` would delete in total.
-pub async fn count_purgeable(
-    client: &(impl GenericClient + Sync),
-    older_than: Duration,
-) -> Result<u64, Error> {
+pub async fn count_purgeable(on: &impl Runner, older_than: Duration) -> Result<u64, Error> {
+    let client = on.client();
     let secs = older_than.as_secs_f64();
     let n: i64 = client
         .query_typed_one(COUNT_PURGEABLE, &[(&secs, Type::FLOAT8)])
@@ -580,10 +615,11 @@ const COUNT_TRIMMABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
 /// How many payloads [`trim_batch`] with `older_than` would drop once rows past `purge_after` are
 /// purged.
 pub async fn count_trimmable(
-    client: &(impl GenericClient + Sync),
+    on: &impl Runner,
     older_than: Duration,
     purge_after: Duration,
 ) -> Result<u64, Error> {
+    let client = on.client();
     let trim_secs = older_than.as_secs_f64();
     let purge_secs = purge_after.as_secs_f64();
     let n: i64 = client
@@ -660,7 +696,8 @@ pub struct LedgerStats {
 
 /// Counts rows by source and status and finds the oldest lease and row. Scans the table: an
 /// operator's command, not for the hot path.
-pub async fn stats(client: &(impl GenericClient + Sync)) -> Result<LedgerStats, Error> {
+pub async fn stats(on: &impl Runner) -> Result<LedgerStats, Error> {
+    let client = on.client();
     let mut by_source: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut total = 0;
     for row in client.query_typed(COUNT_BY_SOURCE_STATUS, &[]).await? {

@@ -264,6 +264,7 @@ impl<P: Processor> Webhook<P> {
         let finish_now = self.processor.store_only();
         let mut session = self.db.session().await;
         self.prepare_in(&mut session).await?;
+        session.prepare(store::HOT).await;
         let claim = session
             .run(|c, _| Box::pin(store::claim(c, &new, claimant, finish_now)))
             .await?;

@@ -9,11 +9,12 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Error, Row};
+use tokio_postgres::{Error, Row};
+
+use crate::connection::{self, pipelined, Conn, Pending};
 
 use crate::store::{self, Attempt, Finish};
 
@@ -40,19 +41,17 @@ impl Queued {
 
 /// The transaction a processor works in; see the module documentation.
 pub struct Work<'c> {
-    client: &'c Client,
+    conn: &'c mut Conn,
     /// BEGIN has been sent and the transaction has not been ended.
     open: bool,
     queued: Vec<Queued>,
 }
 
-type Pending<'a> = Pin<Box<dyn Future<Output = Result<Vec<Row>, Error>> + Send + 'a>>;
-
 impl<'c> Work<'c> {
-    /// Work on `client`, which must not be inside a transaction.
-    pub fn new(client: &'c Client) -> Self {
+    /// Work on `conn`, which must not be inside a transaction.
+    pub fn new(conn: &'c mut Conn) -> Self {
         Work {
-            client,
+            conn,
             open: false,
             queued: Vec::new(),
         }
@@ -79,9 +78,11 @@ impl<'c> Work<'c> {
     ) -> Result<Vec<Row>, Error> {
         let queued = std::mem::take(&mut self.queued);
         let refs: Vec<_> = queued.iter().map(Queued::param_refs).collect();
-        let mut batch = self.begin_and(&queued, &refs);
-        batch.push(Box::pin(self.client.query_typed(sql, params)));
-        let mut results = in_order(batch).await;
+        let begin = !std::mem::replace(&mut self.open, true);
+        let conn: &Conn = self.conn;
+        let mut batch = writes(conn, begin, &queued, &refs);
+        batch.push(Box::pin(conn.query_typed(sql, params)));
+        let mut results = pipelined(batch).await;
         let rows = results.pop().unwrap_or_else(|| Ok(Vec::new()));
         match results.into_iter().find_map(Result::err) {
             Some(e) => Err(e),
@@ -99,26 +100,57 @@ impl<'c> Work<'c> {
     /// an error means a statement failed and everything was rolled back.
     pub(crate) async fn commit(mut self, at: &Attempt<'_>) -> Result<Finish, Error> {
         let queued = std::mem::take(&mut self.queued);
+        self.prepare(&queued).await;
         let refs: Vec<_> = queued.iter().map(Queued::param_refs).collect();
         let fence = store::attempt_params(at);
-        let mut batch = self.begin_and(&queued, &refs);
+        let begin = !std::mem::replace(&mut self.open, true);
+        let conn: &Conn = self.conn;
+        let mut batch = writes(conn, begin, &queued, &refs);
         let fence_at = batch.len();
-        batch.push(Box::pin(
-            self.client.query_typed(store::FINISH_DONE_OR_FAIL, &fence),
-        ));
-        batch.push(Box::pin(self.client.query_typed("COMMIT", &[])));
-        let results = in_order(batch).await;
+        batch.push(Box::pin(connection::query(
+            conn,
+            store::FINISH_DONE_OR_FAIL,
+            &fence,
+        )));
+        batch.push(Box::pin(conn.query_typed("COMMIT", &[])));
+        let results = pipelined(batch).await;
         self.open = false;
         // The first error decides: the statements after it failed only because the transaction
         // had aborted, and the COMMIT then rolled it back.
-        match results
+        let first_error = results
             .into_iter()
             .enumerate()
-            .find_map(|(i, r)| r.err().map(|e| (i, e)))
-        {
+            .find_map(|(i, r)| r.err().map(|e| (i, e)));
+        match first_error {
             None => Ok(Finish::Applied),
             Some((i, e)) if i == fence_at && store::is_fenced(&e) => Ok(Finish::Fenced),
-            Some((_, e)) => Err(e),
+            Some((_, e)) => {
+                // It may have been a prepared statement the schema changed under.
+                self.conn.forget_prepared();
+                Err(e)
+            }
+        }
+    }
+
+    /// Prepares the queued statements whose text is fixed in the program, on connections that
+    /// prepare (the first delivery on a connection pays one round trip for it). Text built at
+    /// run time stays unnamed, so what is kept per connection stays bounded.
+    async fn prepare(&mut self, queued: &[Queued]) {
+        let fixed: Vec<(&'static str, Vec<Type>)> = queued
+            .iter()
+            .filter_map(|q| match q.sql {
+                Cow::Borrowed(sql) => {
+                    Some((sql, q.params.iter().map(|(_, t)| t.clone()).collect()))
+                }
+                Cow::Owned(_) => None,
+            })
+            .collect();
+        let fixed: Vec<(&'static str, &[Type])> = fixed
+            .iter()
+            .map(|(sql, types)| (*sql, types.as_slice()))
+            .collect();
+        if let Err(e) = self.conn.prepare(&fixed).await {
+            tracing::debug!(error = %e, "processor statements not prepared; they run unnamed");
         }
     }
 
@@ -127,30 +159,27 @@ impl<'c> Work<'c> {
         if !self.open {
             return Ok(());
         }
-        self.client.batch_execute("ROLLBACK").await?;
+        self.conn.batch_execute("ROLLBACK").await?;
         self.open = false;
         Ok(())
     }
+}
 
-    /// BEGIN (when the transaction is not open yet) and the queued writes, as a batch to send.
-    fn begin_and<'a>(
-        &mut self,
-        queued: &'a [Queued],
-        refs: &'a [Vec<(&'a (dyn ToSql + Sync), Type)>],
-    ) -> Vec<Pending<'a>>
-    where
-        'c: 'a,
-    {
-        let mut batch: Vec<Pending<'a>> = Vec::with_capacity(queued.len() + 3);
-        if !self.open {
-            self.open = true;
-            batch.push(Box::pin(self.client.query_typed("BEGIN", &[])));
-        }
-        for (q, params) in queued.iter().zip(refs) {
-            batch.push(Box::pin(self.client.query_typed(&q.sql, params)));
-        }
-        batch
+/// BEGIN (when `begin`) and the queued writes, as the start of a batch to send.
+fn writes<'a>(
+    conn: &'a Conn,
+    begin: bool,
+    queued: &'a [Queued],
+    refs: &'a [Vec<(&'a (dyn ToSql + Sync), Type)>],
+) -> Vec<Pending<'a, Vec<Row>>> {
+    let mut batch: Vec<Pending<'a, Vec<Row>>> = Vec::with_capacity(queued.len() + 3);
+    if begin {
+        batch.push(Box::pin(conn.query_typed("BEGIN", &[])));
     }
+    for (q, params) in queued.iter().zip(refs) {
+        batch.push(Box::pin(connection::query(conn, &q.sql, params)));
+    }
+    batch
 }
 
 impl Drop for Work<'_> {
@@ -160,35 +189,10 @@ impl Drop for Work<'_> {
     /// can be dropped.
     fn drop(&mut self) {
         if self.open {
-            let mut rollback = std::pin::pin!(self.client.batch_execute("ROLLBACK"));
+            let mut rollback = std::pin::pin!(self.conn.batch_execute("ROLLBACK"));
             let _ = rollback
                 .as_mut()
                 .poll(&mut Context::from_waker(Waker::noop()));
         }
     }
-}
-
-/// Polls every request in order until all are answered. tokio-postgres writes a request when
-/// its future is first polled and answers requests in the order written, so the whole batch
-/// goes out before the first answer is awaited: one round trip.
-async fn in_order<T>(mut batch: Vec<Pin<Box<dyn Future<Output = T> + Send + '_>>>) -> Vec<T> {
-    let mut done: Vec<Option<T>> = batch.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut waiting = false;
-        for (request, slot) in batch.iter_mut().zip(done.iter_mut()) {
-            if slot.is_none() {
-                match request.as_mut().poll(cx) {
-                    Poll::Ready(v) => *slot = Some(v),
-                    Poll::Pending => waiting = true,
-                }
-            }
-        }
-        if waiting {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    done.into_iter().flatten().collect()
 }

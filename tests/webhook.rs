@@ -641,3 +641,62 @@ async fn a_processor_that_crashes_inside_its_transaction_leaves_the_connection_c
         "the connection was kept"
     );
 }
+
+/// pg_stat_statements for this database, by statement text prefix: (calls, plans).
+async fn calls_and_plans(c: &tokio_postgres::Client, prefix: &str) -> (i64, i64) {
+    let row = c
+        .query_one(
+            "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(plans), 0)::int8
+               FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND ltrim(query) ILIKE $1",
+            &[&format!("{prefix}%")],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test]
+async fn a_direct_connection_prepares_the_hot_statements_so_they_are_not_planned_every_time() {
+    let db = TestDb::migrated().await;
+    let admin = db.client().await;
+    admin
+        .batch_execute(&format!(
+            "CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+             ALTER DATABASE {} SET pg_stat_statements.track_planning = on",
+            db.name
+        ))
+        .await
+        .unwrap();
+    // Connects after the setting, so its planning is counted.
+    let hook = support::webhook(&db.url, &[], Licences).await;
+
+    const N: i64 = 40;
+    for i in 0..N {
+        let body = format!(r#"{{"order_id":"prep-{i}"}}"#);
+        for expected in ["processed", "duplicate"] {
+            let resp = hook
+                .handle(github_request(
+                    Format::HttpApiV2,
+                    &format!("prep-{i}"),
+                    body.as_bytes(),
+                    false,
+                ))
+                .await;
+            assert_eq!(answer(&resp).1["status"], expected, "{:?}", answer(&resp));
+        }
+    }
+
+    let claim = calls_and_plans(&admin, "WITH claimed AS").await;
+    let licence = calls_and_plans(&admin, "INSERT INTO hookclaim_example_licences").await;
+    let finish = calls_and_plans(&admin, "WITH finished AS").await;
+    println!("[prepared] (calls, plans): claim {claim:?}, licence {licence:?}, finish {finish:?}");
+    assert_eq!((claim.0, licence.0, finish.0), (2 * N, N, N));
+    // Prepared once per connection: PostgreSQL plans the first few executions for their
+    // parameters, then keeps a generic plan. An unnamed statement is planned at every call.
+    for (name, (calls, plans)) in [("claim", claim), ("licence", licence), ("finish", finish)] {
+        assert!(plans <= 6, "{name}: {plans} plans for {calls} calls");
+    }
+    assert_eq!(hook.database().connect_count(), 1);
+}
