@@ -6,7 +6,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{json, Value};
 
 /// Metric namespace in CloudWatch.
 pub const NAMESPACE: &str = "hookclaim";
@@ -54,37 +55,93 @@ pub struct DeliveryRecord<'a> {
 
 /// Builds the delivery's JSON line: a log record with an `_aws` EMF block declaring the
 /// `deliveries` count (and `payload_mismatches` when set) and `latency_ms`, by source and outcome.
-pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> Value {
-    let mut metrics = vec![
-        json!({"Name": "deliveries", "Unit": "Count"}),
-        json!({"Name": "latency_ms", "Unit": "Milliseconds"}),
+/// Serialised straight from borrowed fields: it runs once per delivery.
+pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
+    const METRICS: [Metric; 3] = [
+        Metric::new("deliveries", "Count"),
+        Metric::new("latency_ms", "Milliseconds"),
+        Metric::new("payload_mismatches", "Count"),
     ];
-    let mut line = Map::new();
-    if r.payload_mismatch {
-        metrics.push(json!({"Name": "payload_mismatches", "Unit": "Count"}));
-        line.insert("payload_mismatches".into(), json!(1));
+    let declared = if r.payload_mismatch { 3 } else { 2 };
+    let line = Line {
+        aws: Emf {
+            timestamp: millis(now),
+            cloud_watch_metrics: [Directive {
+                namespace: NAMESPACE,
+                dimensions: [&["source", "outcome"]],
+                metrics: &METRICS[..declared],
+            }],
+        },
+        level: level_for(r.status),
+        message: "delivery",
+        source: r.source,
+        delivery_id: r.delivery_id,
+        event_type: r.event_type,
+        outcome: r.outcome,
+        status: r.status,
+        attempt: r.attempt,
+        deliveries: 1,
+        latency_ms: (r.latency.as_secs_f64() * 1e6).round() / 1e3,
+        reason: r.reason,
+        payload_mismatches: r.payload_mismatch.then_some(1),
+    };
+    let mut text = serde_json::to_string(&line).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(rename = "_aws")]
+    aws: Emf<'a>,
+    level: &'static str,
+    message: &'static str,
+    source: &'a str,
+    delivery_id: Option<&'a str>,
+    event_type: Option<&'a str>,
+    outcome: &'a str,
+    status: u16,
+    attempt: Option<i32>,
+    deliveries: u8,
+    latency_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_mismatches: Option<u8>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Emf<'a> {
+    timestamp: u64,
+    cloud_watch_metrics: [Directive<'a>; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Directive<'a> {
+    namespace: &'static str,
+    dimensions: [&'a [&'a str]; 1],
+    metrics: &'a [Metric],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Metric {
+    name: &'static str,
+    unit: &'static str,
+}
+
+impl Metric {
+    const fn new(name: &'static str, unit: &'static str) -> Self {
+        Metric { name, unit }
     }
-    line.insert(
-        "_aws".into(),
-        emf_block(now, &["source", "outcome"], metrics),
-    );
-    line.insert("level".into(), json!(level_for(r.status)));
-    line.insert("message".into(), json!("delivery"));
-    line.insert("source".into(), json!(r.source));
-    line.insert("delivery_id".into(), json!(r.delivery_id));
-    line.insert("event_type".into(), json!(r.event_type));
-    line.insert("outcome".into(), json!(r.outcome));
-    line.insert("status".into(), json!(r.status));
-    line.insert("attempt".into(), json!(r.attempt));
-    line.insert("deliveries".into(), json!(1));
-    line.insert(
-        "latency_ms".into(),
-        json!((r.latency.as_secs_f64() * 1e6).round() / 1e3),
-    );
-    if let Some(reason) = r.reason {
-        line.insert("reason".into(), json!(reason));
-    }
-    Value::Object(line)
+}
+
+fn millis(now: SystemTime) -> u64 {
+    now.duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
 }
 
 fn level_for(status: u16) -> &'static str {
@@ -97,12 +154,8 @@ fn level_for(status: u16) -> &'static str {
 
 /// The `_aws` block of an EMF document with the given dimension set and metric definitions.
 pub fn emf_block(now: SystemTime, dimensions: &[&str], metrics: Vec<Value>) -> Value {
-    let ms = now
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64;
     json!({
-        "Timestamp": ms,
+        "Timestamp": millis(now),
         "CloudWatchMetrics": [{
             "Namespace": NAMESPACE,
             "Dimensions": [dimensions],
@@ -116,7 +169,12 @@ pub fn emf_block(now: SystemTime, dimensions: &[&str], metrics: Vec<Value>) -> V
 pub fn emit(line: &Value) {
     let mut text = line.to_string();
     text.push('\n');
-    print!("{text}");
+    emit_text(&text);
+}
+
+/// Writes an already serialised line (ending in a newline), like [`emit`].
+pub fn emit_text(line: &str) {
+    print!("{line}");
 }
 
 #[cfg(test)]
@@ -136,7 +194,9 @@ mod tests {
             reason: None,
             payload_mismatch: false,
         };
-        let v = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(10));
+        let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(10));
+        assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
+        let v: Value = serde_json::from_str(&line).unwrap();
         let cw = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(v["_aws"]["Timestamp"], 10_000);
         assert_eq!(cw["Namespace"], NAMESPACE);
@@ -163,7 +223,8 @@ mod tests {
             reason: None,
             payload_mismatch: true,
         };
-        let v = delivery_line(&r, UNIX_EPOCH);
+        let v: Value = serde_json::from_str(&delivery_line(&r, UNIX_EPOCH)).unwrap();
+        assert_eq!(v["reason"], Value::Null);
         assert_eq!(v["payload_mismatches"], 1);
         assert_eq!(
             v["_aws"]["CloudWatchMetrics"][0]["Metrics"]

@@ -217,7 +217,7 @@ impl<P: Processor> Webhook<P> {
                 )
             }
         };
-        observe::emit(&observe::delivery_line(
+        observe::emit_text(&observe::delivery_line(
             &DeliveryRecord {
                 source: &source,
                 delivery_id: facts.delivery_id.as_deref(),
