@@ -90,7 +90,7 @@ fn main() {
             "body_bytes": common::BODY_BYTES,
             "secs_per_run": ctx.secs,
             "rounds": ctx.rounds,
-            "tokio_worker_threads": 2,
+            "environment_threads": 2,
         });
         let mut sql = None;
         if ["counts", "throughput", "pinned"]
@@ -265,6 +265,12 @@ async fn count_processor<P: Processor + Copy>(
     // once per connection); the counts are for every delivery after it.
     let warm_up = deliver(&wh, &common::github_event(common::new_id())).await;
     assert!(answered(&warm_up, "processed"), "{warm_up:?}");
+    // Prepared statements show their text only here, when they are prepared.
+    for t in proxy.seen().statements {
+        if !texts.contains(&t) {
+            texts.push(t);
+        }
+    }
     let ids: Vec<u64> = (0..COUNTED).map(|_| common::new_id()).collect();
     let new = count_case(ctx, proxy, &wh, &ids, "processed", texts).await;
     let dup = count_case(ctx, proxy, &wh, &ids, "duplicate", texts).await;
@@ -471,14 +477,14 @@ async fn processor_rows<P: Processor + Copy>(
 ) -> Vec<Value> {
     let mut rows = Vec::new();
     for &c in &CONCURRENCY {
-        let envs = environments(url, c, p, connection).await;
         for kind in [Kind::New, Kind::Duplicate] {
             let script = scripts.for_case(name, kind);
             let mut handler_runs = Vec::new();
             let mut pgbench_runs = Vec::new();
             for _ in 0..ctx.rounds {
                 pgbench_runs.push(pgbench(ctx, script, c, connection.pgbench_mode()).await);
-                handler_runs.push(handler_run(ctx, &envs, kind, secs_flag(ctx.secs)).await);
+                let run = Stop::After(common::secs(ctx.secs));
+                handler_runs.push(handler_run(ctx, url, p, connection, c, kind, run).await);
             }
             let h = side(&handler_runs);
             let b = side(&pgbench_runs);
@@ -510,66 +516,127 @@ async fn processor_rows<P: Processor + Copy>(
     rows
 }
 
-/// A stop flag that a timer raises after `secs`.
-fn secs_flag(secs: f64) -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let raise = flag.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(common::secs(secs)).await;
-        raise.store(true, Ordering::SeqCst);
-    });
-    flag
+/// When a measured run ends.
+enum Stop {
+    /// After this long.
+    After(Duration),
+    /// When the flag is raised.
+    When(Arc<AtomicBool>),
 }
 
-/// Each environment sends deliveries of `kind` back to back until `stop` is raised.
-async fn handler_run<P: Processor>(
+/// `clients` simulated execution environments, each sending deliveries of `kind` back to back
+/// until `stop`. Like a Lambda environment, each runs on a single-threaded runtime with its own
+/// connection; the environments share two threads (as pgbench's clients share `-j 2`). They
+/// connect and send one warm-up delivery (which prepares the statements) before the measured
+/// window opens; CPU is read at its opening and closing.
+async fn handler_run<P: Processor + Copy>(
     ctx: &Ctx,
-    envs: &[Arc<Webhook<P>>],
+    url: &str,
+    p: P,
+    connection: Connection,
+    clients: usize,
     kind: Kind,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
 ) -> Run {
-    let before = CpuSnap::take(ctx.postmaster);
-    let started = Instant::now();
-    let tasks: Vec<_> = envs
-        .iter()
-        .cloned()
-        .map(|wh| {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let mut latencies = Vec::with_capacity(16_384);
-                let mut bad = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let event = common::github_event(kind.id());
-                    let t = Instant::now();
-                    let resp = deliver(&wh, &event).await;
-                    latencies.push(t.elapsed().as_nanos() as u64);
-                    if !answered(&resp, kind.outcome()) {
-                        bad += 1;
+    let threads = clients.clamp(1, 2);
+    let ready = Arc::new(std::sync::Barrier::new(threads + 1));
+    let measured = Arc::new(std::sync::Barrier::new(threads + 1));
+    let flag = match &stop {
+        Stop::After(_) => Arc::new(AtomicBool::new(false)),
+        Stop::When(flag) => flag.clone(),
+    };
+    let (results, collected) = std::sync::mpsc::channel::<(Vec<u64>, u64)>();
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let n = clients / threads + usize::from(t < clients % threads);
+            let (url, ready, measured, flag, results) = (
+                url.to_string(),
+                ready.clone(),
+                measured.clone(),
+                flag.clone(),
+                results.clone(),
+            );
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("environment runtime");
+                runtime.block_on(async move {
+                    let mut envs = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let wh = Arc::new(support::webhook(&url, connection.overrides(), p).await);
+                        let warm = deliver(&wh, &common::github_event(common::new_id())).await;
+                        assert!(answered(&warm, "processed"), "{warm:?}");
+                        envs.push(wh);
                     }
-                }
-                (latencies, bad)
+                    ready.wait();
+                    let tasks: Vec<_> = envs
+                        .iter()
+                        .cloned()
+                        .map(|wh| {
+                            let flag = flag.clone();
+                            tokio::spawn(async move {
+                                let mut latencies = Vec::with_capacity(16_384);
+                                let mut bad = 0u64;
+                                while !flag.load(Ordering::Relaxed) {
+                                    let event = common::github_event(kind.id());
+                                    let t = Instant::now();
+                                    let resp = deliver(&wh, &event).await;
+                                    latencies.push(t.elapsed().as_nanos() as u64);
+                                    if !answered(&resp, kind.outcome()) {
+                                        bad += 1;
+                                    }
+                                }
+                                (latencies, bad)
+                            })
+                        })
+                        .collect();
+                    for task in tasks {
+                        results
+                            .send(task.await.expect("environment task"))
+                            .expect("collector");
+                    }
+                    // The environments (and their connections) end after the window closes.
+                    measured.wait();
+                });
             })
         })
         .collect();
-    let mut latencies_ns = Vec::new();
-    let mut bad = 0;
-    for t in tasks {
-        let (l, b) = t.await.expect("environment task");
-        latencies_ns.extend(l);
-        bad += b;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let cpu = before.until(&CpuSnap::take(ctx.postmaster));
-    if bad > 0 {
-        eprintln!("  !! {bad} deliveries did not answer {}", kind.outcome());
-    }
-    Run {
-        deliveries: latencies_ns.len() as u64,
-        secs,
-        latencies_ns,
-        cpu,
-        bad,
-    }
+    drop(results);
+    let postmaster = ctx.postmaster;
+    tokio::task::spawn_blocking(move || {
+        ready.wait();
+        let before = CpuSnap::take(postmaster);
+        let started = Instant::now();
+        if let Stop::After(d) = stop {
+            std::thread::sleep(d);
+            flag.store(true, Ordering::SeqCst);
+        }
+        let mut latencies_ns = Vec::new();
+        let mut bad = 0;
+        for (l, b) in collected.iter().take(clients) {
+            latencies_ns.extend(l);
+            bad += b;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let cpu = before.until(&CpuSnap::take(postmaster));
+        measured.wait();
+        for w in workers {
+            w.join().expect("environment thread");
+        }
+        if bad > 0 {
+            eprintln!("  !! {bad} deliveries did not answer {}", kind.outcome());
+        }
+        Run {
+            deliveries: latencies_ns.len() as u64,
+            secs,
+            latencies_ns,
+            cpu,
+            bad,
+        }
+    })
+    .await
+    .expect("run")
 }
 
 /// One side of a comparison, over its rounds.
@@ -814,13 +881,14 @@ async fn purge(ctx: &Ctx) -> Value {
         .expect("vacuum");
 
     fill_old(&admin, rows).await;
-    let envs = environments(&url, PURGE_CLAIMANTS, StoreOnly, Connection::Direct).await;
-    let window = alone.1.clamp(5.0, 20.0);
-    let baseline = handler_run(ctx, &envs, Kind::New, secs_flag(window)).await;
+    let window = Stop::After(common::secs(alone.1.clamp(5.0, 20.0)));
+    let (direct, new) = (Connection::Direct, Kind::New);
+    let baseline = handler_run(ctx, &url, StoreOnly, direct, PURGE_CLAIMANTS, new, window).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let during = {
-        let claims = handler_run(ctx, &envs, Kind::New, stop.clone());
+        let until = Stop::When(stop.clone());
+        let claims = handler_run(ctx, &url, StoreOnly, direct, PURGE_CLAIMANTS, new, until);
         let purge = async {
             let r = run_purge(&retention).await;
             stop.store(true, Ordering::SeqCst);

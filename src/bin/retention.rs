@@ -5,7 +5,10 @@ use hookclaim::forward::Forwarder;
 use hookclaim::processor::{Licences, Processor, StoreOnly};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 
-#[tokio::main]
+// Lambda sends an environment one invocation at a time: a single-threaded runtime keeps the
+// handler and its database connection's I/O on one thread, with no cross-thread wake-up on each
+// round trip.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     hookclaim::observe::init_logging();
     let config =
