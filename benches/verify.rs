@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use base64::Engine as _;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest as _, Sha256};
@@ -147,6 +147,53 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// GitHub verification against SHA-256 over the same body, measured in interleaved rounds: each
+/// round times a batch of one and then a batch of the other, so drift on a shared machine (other
+/// processes, frequency changes) hits both alike; the ratio is the median of the rounds' ratios.
+/// Criterion's separate means are kept for the absolute figures.
+fn paired() {
+    let secrets = [Secret::from_bytes(KEY.to_vec())];
+    let quick = std::env::args().any(|a| a == "--measurement-time");
+    let rounds = if quick { 21 } else { 201 };
+    let mut out = Vec::new();
+    for (size, label) in SIZES {
+        let body = json_body(size);
+        let hm = github(&body);
+        // About 2 ms per batch.
+        let batch = (2_000_000 / size).max(1);
+        let time = |f: &dyn Fn()| {
+            let t = std::time::Instant::now();
+            for _ in 0..batch {
+                f();
+            }
+            t.elapsed().as_secs_f64()
+        };
+        let sha = || {
+            black_box(Sha256::digest(black_box(&body)));
+        };
+        let ver = || {
+            let v = verify::verify(&Scheme::Github, &secrets, black_box(&hm), &body, NOW);
+            black_box(v.is_ok());
+        };
+        let mut ratios: Vec<f64> = (0..rounds).map(|_| time(&sha) / time(&ver)).collect();
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[ratios.len() / 2];
+        let (p10, p90) = (ratios[ratios.len() / 10], ratios[ratios.len() * 9 / 10]);
+        println!(
+            "verify_{label}/paired: github / sha256 throughput ratio {median:.3} (p10 {p10:.3}, p90 {p90:.3}, {rounds} rounds)"
+        );
+        out.push(format!(
+            r#"{{"size":"{label}","rounds":{rounds},"batch":{batch},"ratio_median":{median},"ratio_p10":{p10},"ratio_p90":{p90}}}"#
+        ));
+    }
+    let dir = std::env::var_os("HOOKCLAIM_BENCH_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench").into());
+    std::fs::create_dir_all(&dir).expect("results directory");
+    std::fs::write(dir.join("verify_paired.json"), format!("[{}]", out.join(",")))
+        .expect("write verify_paired.json");
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
@@ -155,4 +202,9 @@ criterion_group! {
         .measurement_time(Duration::from_secs(2));
     targets = bench
 }
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    paired();
+    Criterion::default().configure_from_args().final_summary();
+}
