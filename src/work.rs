@@ -100,7 +100,10 @@ impl<'c> Work<'c> {
     /// an error means a statement failed and everything was rolled back.
     pub(crate) async fn commit(mut self, at: &Attempt<'_>) -> Result<Finish, Error> {
         let queued = std::mem::take(&mut self.queued);
-        self.prepare(&queued).await;
+        if !self.open {
+            // Inside an open transaction a failed prepare would abort it and hide the cause.
+            self.prepare(&queued).await;
+        }
         let refs: Vec<_> = queued.iter().map(Queued::param_refs).collect();
         let fence = store::attempt_params(at);
         let begin = !std::mem::replace(&mut self.open, true);
