@@ -46,6 +46,10 @@ const COUNTED: usize = 200;
 
 /// Concurrent claimants while the purge runs.
 const PURGE_CLAIMANTS: usize = 4;
+/// Each claimant's pace during the purge comparison: 500 deliveries/s, 2,000/s in all, a steady
+/// load that leaves the database CPU to spare, as senders' traffic does, so the comparison shows
+/// what the purge does to claims rather than two loads that each want every core.
+const PURGE_CLAIM_EVERY: Duration = Duration::from_millis(2);
 
 struct Ctx {
     server: support::PgServer,
@@ -62,8 +66,11 @@ fn main() {
     common::silence_stdout();
     let sections = std::env::var("HOOKCLAIM_BENCH_SECTIONS")
         .unwrap_or_else(|_| "counts,throughput,pinned,purge".into());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // Single-threaded like the function's own binary: with two workers, tokio-postgres's
+    // connection task could write the first request of a pipelined batch before the rest were
+    // queued, and the proxy would count a round trip the function does not make. The measured
+    // environments run on threads of their own (`handler_run`).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
@@ -484,7 +491,12 @@ async fn processor_rows<P: Processor + Copy>(
             for _ in 0..ctx.rounds {
                 pgbench_runs.push(pgbench(ctx, script, c, connection.pgbench_mode()).await);
                 let run = Stop::After(common::secs(ctx.secs));
-                handler_runs.push(handler_run(ctx, url, p, connection, c, kind, run).await);
+                let load = Load {
+                    clients: c,
+                    kind,
+                    every: None,
+                };
+                handler_runs.push(handler_run(ctx, url, p, connection, load, run).await);
             }
             let h = side(&handler_runs);
             let b = side(&pgbench_runs);
@@ -516,6 +528,15 @@ async fn processor_rows<P: Processor + Copy>(
     rows
 }
 
+/// What the environments send: how many environments, which deliveries, and how fast.
+#[derive(Clone, Copy)]
+struct Load {
+    clients: usize,
+    kind: Kind,
+    /// One delivery per environment at most this often; back to back when `None`.
+    every: Option<Duration>,
+}
+
 /// When a measured run ends.
 enum Stop {
     /// After this long.
@@ -524,8 +545,8 @@ enum Stop {
     When(Arc<AtomicBool>),
 }
 
-/// `clients` simulated execution environments, each sending deliveries of `kind` back to back
-/// until `stop`. Like a Lambda environment, each runs on a single-threaded runtime with its own
+/// `load.clients` simulated execution environments, each sending deliveries of `load.kind` (back
+/// to back, or at `load.every`) until `stop`. Like a Lambda environment, each runs on a single-threaded runtime with its own
 /// connection; the environments share two threads (as pgbench's clients share `-j 2`). They
 /// connect and send one warm-up delivery (which prepares the statements) before the measured
 /// window opens; CPU is read at its opening and closing.
@@ -534,10 +555,14 @@ async fn handler_run<P: Processor + Copy>(
     url: &str,
     p: P,
     connection: Connection,
-    clients: usize,
-    kind: Kind,
+    load: Load,
     stop: Stop,
 ) -> Run {
+    let Load {
+        clients,
+        kind,
+        every,
+    } = load;
     let threads = clients.clamp(1, 2);
     let ready = Arc::new(std::sync::Barrier::new(threads + 1));
     let measured = Arc::new(std::sync::Barrier::new(threads + 1));
@@ -578,7 +603,17 @@ async fn handler_run<P: Processor + Copy>(
                             tokio::spawn(async move {
                                 let mut latencies = Vec::with_capacity(16_384);
                                 let mut bad = 0u64;
+                                let mut pace = every.map(|d| {
+                                    let mut pace = tokio::time::interval(d);
+                                    pace.set_missed_tick_behavior(
+                                        tokio::time::MissedTickBehavior::Delay,
+                                    );
+                                    pace
+                                });
                                 while !flag.load(Ordering::Relaxed) {
+                                    if let Some(pace) = pace.as_mut() {
+                                        pace.tick().await;
+                                    }
                                     let event = common::github_event(kind.id());
                                     let t = Instant::now();
                                     let resp = deliver(&wh, &event).await;
@@ -882,13 +917,18 @@ async fn purge(ctx: &Ctx) -> Value {
 
     fill_old(&admin, rows).await;
     let window = Stop::After(common::secs(alone.1.clamp(5.0, 20.0)));
-    let (direct, new) = (Connection::Direct, Kind::New);
-    let baseline = handler_run(ctx, &url, StoreOnly, direct, PURGE_CLAIMANTS, new, window).await;
+    let direct = Connection::Direct;
+    let load = Load {
+        clients: PURGE_CLAIMANTS,
+        kind: Kind::New,
+        every: Some(PURGE_CLAIM_EVERY),
+    };
+    let baseline = handler_run(ctx, &url, StoreOnly, direct, load, window).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let during = {
         let until = Stop::When(stop.clone());
-        let claims = handler_run(ctx, &url, StoreOnly, direct, PURGE_CLAIMANTS, new, until);
+        let claims = handler_run(ctx, &url, StoreOnly, direct, load, until);
         let purge = async {
             let r = run_purge(&retention).await;
             stop.store(true, Ordering::SeqCst);
@@ -913,6 +953,7 @@ async fn purge(ctx: &Ctx) -> Value {
         "fill_secs": fill_secs,
         "purge_alone": {"purged": alone.0, "secs": alone.1, "rows_per_s": alone.0 as f64 / alone.1},
         "claimants": PURGE_CLAIMANTS,
+        "claims_per_s_offered": PURGE_CLAIMANTS as f64 / PURGE_CLAIM_EVERY.as_secs_f64(),
         "claims_without_purge": {
             "deliveries_per_s": baseline.deliveries as f64 / baseline.secs,
             "latency": base,

@@ -232,7 +232,9 @@ def render(r):
         out.append(f"- purge with {p['claimants']} environments claiming new deliveries: "
                    f"{fmt(p['purge_during_claims']['rows_per_s'])} rows/s")
         out.append("")
-        out.append("| concurrent claims (store-only, new) | deliveries/s | p50 µs | p99 µs | max µs |")
+        offered = p.get("claims_per_s_offered")
+        paced = f", {p['claimants']} environments offering {fmt(offered)}/s" if offered else ""
+        out.append(f"| concurrent claims (store-only, new{paced}) | deliveries/s | p50 µs | p99 µs | max µs |")
         out.append("|---|---:|---:|---:|---:|")
         out.append(f"| without a purge | {fmt(p['claims_without_purge']['deliveries_per_s'])} | {fmt(wo['p50_us'])} | {fmt(wo['p99_us'])} | {fmt(wo['max_us'])} |")
         out.append(f"| during the purge | {fmt(p['claims_during_purge']['deliveries_per_s'])} | {fmt(wi['p50_us'])} | {fmt(wi['p99_us'])} | {fmt(wi['max_us'])} |")

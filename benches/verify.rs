@@ -190,8 +190,11 @@ fn paired() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench").into());
     std::fs::create_dir_all(&dir).expect("results directory");
-    std::fs::write(dir.join("verify_paired.json"), format!("[{}]", out.join(",")))
-        .expect("write verify_paired.json");
+    std::fs::write(
+        dir.join("verify_paired.json"),
+        format!("[{}]", out.join(",")),
+    )
+    .expect("write verify_paired.json");
 }
 
 criterion_group! {
