@@ -421,6 +421,12 @@ impl Session<'_> {
                 self.discard();
                 self.try_once(&op).await
             }
+            Err(e) if is_stale_statement(&e) => {
+                // The statement never ran; `try_once` forgot the prepared statements, so this
+                // runs it unnamed.
+                tracing::info!(error = %e, "prepared statement gone or outdated; running it again");
+                self.try_once(&op).await
+            }
             other => other,
         }
     }
@@ -632,6 +638,22 @@ fn is_login_refused(e: &tokio_postgres::Error) -> bool {
 
 fn is_retryable(e: &DbError) -> bool {
     matches!(e, DbError::Connection(_) | DbError::Timeout)
+}
+
+/// A prepared statement the server no longer has (`DEALLOCATE`, `DISCARD ALL`) or can no longer
+/// run as prepared (the table changed its result type): refused before it ran.
+fn is_stale_statement(e: &DbError) -> bool {
+    let DbError::Query(e) = e else {
+        return false;
+    };
+    match e.code() {
+        Some(c) if *c == SqlState::INVALID_SQL_STATEMENT_NAME => true,
+        Some(c) if *c == SqlState::FEATURE_NOT_SUPPORTED => e.as_db_error().is_some_and(|d| {
+            d.message()
+                .starts_with("cached plan must not change result type")
+        }),
+        _ => false,
+    }
 }
 
 /// A driver error as one line, including the server's message and code where there is one.

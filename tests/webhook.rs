@@ -56,6 +56,12 @@ impl Processor for Scripted {
                 Outcome::Done
             }
             Some("panic") => panic!("simulated crash inside the transaction"),
+            Some("deallocate") => {
+                // What a session-mode pooler's reset or an operator's DISCARD does to the
+                // connection's prepared statements.
+                work.query("DEALLOCATE ALL", &[]).await?;
+                Outcome::Retry("statements deallocated".into())
+            }
             Some("retry") => Outcome::Retry("downstream unavailable".into()),
             Some("permanent") => Outcome::Permanent("order was cancelled".into()),
             _ => Outcome::Done,
@@ -697,6 +703,36 @@ async fn a_direct_connection_prepares_the_hot_statements_so_they_are_not_planned
     // parameters, then keeps a generic plan. An unnamed statement is planned at every call.
     for (name, (calls, plans)) in [("claim", claim), ("licence", licence), ("finish", finish)] {
         assert!(plans <= 6, "{name}: {plans} plans for {calls} calls");
+    }
+    assert_eq!(hook.database().connect_count(), 1);
+}
+
+#[tokio::test]
+async fn prepared_statements_that_vanish_from_the_connection_are_run_again_and_prepared_afresh() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[("RETRY_BASE_SECS", "60")], Scripted).await;
+    let c = db.client().await;
+    let ok = |id: &str| github_request(Format::HttpApiV2, id, br#"{"behaviour":"ok"}"#, false);
+    assert_eq!(answer(&hook.handle(ok("before")).await).0, 200);
+
+    // Its failure is recorded with a prepared statement that is gone: refused, run again.
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "vanish",
+            br#"{"behaviour":"deallocate"}"#,
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&resp).0, 503, "{:?}", answer(&resp));
+    let (status, attempt, error) = row(&c, "github", "vanish").await.unwrap();
+    assert_eq!((status.as_str(), attempt), ("failed", 1));
+    assert_eq!(error.as_deref(), Some("statements deallocated"));
+
+    // Later deliveries on the same connection prepare again and are processed.
+    for id in ["after-1", "after-2"] {
+        let resp = hook.handle(ok(id)).await;
+        assert_eq!(answer(&resp).0, 200, "{id}: {:?}", answer(&resp));
     }
     assert_eq!(hook.database().connect_count(), 1);
 }
