@@ -74,11 +74,6 @@ impl Conn {
     pub fn forget_prepared(&mut self) {
         self.prepared.clear();
     }
-
-    /// How many statements this connection has prepared.
-    pub fn prepared_count(&self) -> usize {
-        self.prepared.len()
-    }
 }
 
 impl std::ops::Deref for Conn {

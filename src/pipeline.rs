@@ -116,14 +116,11 @@ async fn process_in_transaction<P: Processor>(
             .map_err(|e| Failure::Database(classify(e)))?;
         return Err(Failure::Processor(outcome));
     }
-    let finished = if work.is_empty() {
-        // Nothing to commit with "done": the fenced finish alone, one statement.
-        drop(work);
-        store::finish_done(client, at).await
-    } else {
-        work.commit(at).await
-    };
-    match finished.map_err(|e| Failure::Database(classify(e)))? {
+    match work
+        .commit(at)
+        .await
+        .map_err(|e| Failure::Database(classify(e)))?
+    {
         Finish::Applied => Ok(Settled::Done),
         Finish::Fenced => Ok(Settled::Fenced),
     }

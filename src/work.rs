@@ -90,15 +90,14 @@ impl<'c> Work<'c> {
         }
     }
 
-    /// Whether nothing has been sent or queued: finishing needs no transaction.
-    pub(crate) fn is_empty(&self) -> bool {
-        !self.open && self.queued.is_empty()
-    }
-
     /// Sends BEGIN (unless already open), the queued writes, the fenced finish and COMMIT in one
     /// batch. `Fenced` means another attempt holds the delivery and everything was rolled back;
-    /// an error means a statement failed and everything was rolled back.
+    /// an error means a statement failed and everything was rolled back. With nothing sent or
+    /// queued, no transaction is needed: the fenced finish alone, one statement.
     pub(crate) async fn commit(mut self, at: &Attempt<'_>) -> Result<Finish, Error> {
+        if !self.open && self.queued.is_empty() {
+            return store::finish_done(&*self.conn, at).await;
+        }
         let queued = std::mem::take(&mut self.queued);
         if !self.open {
             // Inside an open transaction a failed prepare would abort it and hide the cause.
