@@ -30,8 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use hookclaim::processor::{Licences, Processor, StoreOnly};
+use hookclaim::processor::{Processor, StoreOnly};
 use hookclaim::webhook::Webhook;
+use hookclaim::Licences;
 use serde_json::{json, Value};
 use tokio_postgres::types::Type;
 

@@ -145,6 +145,7 @@ impl DatabaseSecret {
         self.lock().login.clone()
     }
 
+    #[cfg(feature = "internals")]
     /// How many times the secret was read.
     pub fn fetch_count(&self) -> u64 {
         self.fetches.load(Ordering::Relaxed)

@@ -32,7 +32,7 @@ pub async fn database(config: &Config) -> Result<Database, StartupError> {
 }
 
 async fn database_with(config: &Config, aws: Arc<Aws>) -> Result<Database, StartupError> {
-    let (mut pg, secret) = match &config.database {
+    let (mut pg, secret) = match &config.database.from {
         DatabaseFrom::Url(pg) => ((**pg).clone(), None),
         DatabaseFrom::SecretsManager {
             arn,
@@ -44,8 +44,8 @@ async fn database_with(config: &Config, aws: Arc<Aws>) -> Result<Database, Start
             (secret.login(), Some(secret))
         }
     };
-    let credentials = if config.iam_auth {
-        if let Some(user) = &config.iam_user {
+    let credentials = if config.database.iam_auth {
+        if let Some(user) = &config.database.iam_user {
             pg.user(user);
         }
         if pg.get_user().is_none() {
@@ -69,7 +69,7 @@ async fn database_with(config: &Config, aws: Arc<Aws>) -> Result<Database, Start
         }
     };
     Ok(Database::with_credentials(
-        config.db_settings(pg),
+        config.database.settings(pg),
         credentials,
     )?)
 }
@@ -90,7 +90,7 @@ pub async fn webhook<P: Processor>(
     if let Err(e) = webhook.keys().current().await {
         tracing::warn!(error = %e, "webhook secrets not loaded at cold start; will retry on first delivery");
     }
-    if let Err(e) = webhook.prepare().await {
+    if let Err(e) = webhook.ensure_ready().await {
         tracing::warn!(error = %e, "database not ready at cold start; will retry on first delivery");
     }
     Ok(webhook)
@@ -105,7 +105,7 @@ pub async fn retention<P: Processor>(
 ) -> Result<crate::retention::Retention<P>, StartupError> {
     let db = database(config).await?;
     let retention = crate::retention::Retention::from_config(config, db, processor);
-    if let Err(e) = retention.prepare().await {
+    if let Err(e) = retention.ensure_ready().await {
         tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");
     }
     Ok(retention)

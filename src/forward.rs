@@ -14,7 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::processor::{Delivery, Outcome, Processor};
+use crate::processor::{Delivery, Outcome, ProcessError, Processor};
 use crate::work::Work;
 
 /// The header carrying the idempotency key.
@@ -85,7 +85,7 @@ impl Processor for Forwarder {
         &self,
         delivery: &Delivery,
         _work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
+    ) -> Result<Outcome, ProcessError> {
         let req = match self.request(delivery) {
             Ok(req) => req,
             Err(e) => return Ok(Outcome::Permanent(format!("cannot build the request: {e}"))),

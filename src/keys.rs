@@ -102,6 +102,7 @@ pub struct Keys {
 }
 
 impl Keys {
+    #[cfg(feature = "internals")]
     /// Secrets for `sources` from `from`, with an AWS configuration of their own. Nothing is
     /// fetched until first use.
     pub fn new(sources: Arc<BTreeMap<String, Source>>, from: &SecretsFrom) -> Self {
@@ -139,6 +140,7 @@ impl Keys {
         }
     }
 
+#[cfg(feature = "internals")]
     /// How many times the secrets were fetched from their store.
     pub fn fetch_count(&self) -> u64 {
         self.fetches.load(Ordering::Relaxed)

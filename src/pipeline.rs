@@ -4,32 +4,11 @@
 
 use std::time::Duration;
 
+use crate::config::RetryPolicy;
 use crate::db::{classify, DbError, Session};
-use crate::processor::{Delivery, Outcome, Processor};
-use crate::store::{self, Attempt, Finish};
+use crate::processor::{Delivery, Outcome, ProcessError, Processor};
+use crate::store::{Attempt, Finish};
 use crate::work::Work;
-
-/// Exponential backoff with a cap, jitter and a maximum number of attempts.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryPolicy {
-    /// Attempts after which a failing delivery becomes dead.
-    pub max_attempts: i32,
-    /// Delay after the first failure.
-    pub base: Duration,
-    /// Longest delay between attempts.
-    pub cap: Duration,
-}
-
-impl RetryPolicy {
-    /// The delay before the attempt after `attempt` failed: `base * 2^(attempt-1)`, capped, then
-    /// scaled by a random factor in [0.5, 1] so a burst of failures does not retry in lockstep.
-    pub fn backoff(&self, attempt: i32) -> Duration {
-        let exp = attempt.clamp(1, 31) as u32 - 1;
-        let raw = self.base.saturating_mul(1u32 << exp.min(20));
-        let capped = raw.min(self.cap);
-        capped.mul_f64(0.5 + fastrand::f64() * 0.5)
-    }
-}
 
 /// How a claimed delivery ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +32,26 @@ pub enum Settled {
     Fenced,
 }
 
+impl Settled {
+    /// The outcome's name in logs and reports: `done`, `failed`, `dead` or `fenced`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Settled::Done => "done",
+            Settled::Failed { .. } => "failed",
+            Settled::Dead { .. } => "dead",
+            Settled::Fenced => "fenced",
+        }
+    }
+
+    /// Why it did not end done, where there is a reason.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Settled::Failed { error, .. } | Settled::Dead { error } => Some(error),
+            Settled::Done | Settled::Fenced => None,
+        }
+    }
+}
+
 /// Processes `delivery` (already claimed at `delivery.attempt` by `owner`) in a transaction and
 /// records the outcome.
 ///
@@ -72,8 +71,7 @@ pub async fn run_claimed<P: Processor>(
         attempt: delivery.attempt,
         owner,
     };
-    let concluded = process_in_transaction(session, processor, delivery, &at).await;
-    let outcome = match concluded {
+    let outcome = match process_in_transaction(session, processor, delivery, &at).await {
         Ok(settled) => return Ok(settled),
         Err(Failure::Processor(outcome)) => outcome,
         Err(Failure::Database(e)) => {
@@ -82,13 +80,28 @@ pub async fn run_claimed<P: Processor>(
             }
             Outcome::Retry(format!("database error during processing: {e}"))
         }
+        Err(Failure::Error(e)) => Outcome::Retry(e.to_string()),
     };
     record_failure(session, &at, outcome, policy).await
 }
 
+/// Why processing did not end done.
 enum Failure {
+    /// The processor concluded retry or permanent.
     Processor(Outcome),
+    /// A database error, the processor's own or at commit.
     Database(DbError),
+    /// Any other error the processor returned.
+    Error(ProcessError),
+}
+
+impl From<ProcessError> for Failure {
+    fn from(e: ProcessError) -> Self {
+        match e.into_inner().downcast::<tokio_postgres::Error>() {
+            Ok(db) => Failure::Database(classify(*db)),
+            Err(other) => Failure::Error(ProcessError::new(other)),
+        }
+    }
 }
 
 /// Runs the processor and, on success, finishes in the same transaction. Returns done or fenced,
@@ -107,7 +120,7 @@ async fn process_in_transaction<P: Processor>(
             // The processor's own failure is the one to report; a failed rollback only means
             // the connection is gone, which the caller's reconnect handles.
             let _ = work.rollback().await;
-            return Err(Failure::Database(classify(e)));
+            return Err(e.into());
         }
     };
     if outcome != Outcome::Done {
@@ -146,41 +159,13 @@ async fn record_failure(
     };
     let finish = match &settled {
         Settled::Failed { error, retry_in } => {
-            session
-                .run(|c, _| Box::pin(store::finish_failed(c, at, error, *retry_in)))
-                .await?
+            session.finish_failed(at, error, *retry_in).await?
         }
-        Settled::Dead { error } => {
-            session
-                .run(|c, _| Box::pin(store::finish_dead(c, at, error)))
-                .await?
-        }
+        Settled::Dead { error } => session.finish_dead(at, error).await?,
         Settled::Done | Settled::Fenced => Finish::Applied,
     };
     Ok(match finish {
         Finish::Applied => settled,
         Finish::Fenced => Settled::Fenced,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_is_capped_and_jittered_within_half() {
-        let p = RetryPolicy {
-            max_attempts: 5,
-            base: Duration::from_secs(10),
-            cap: Duration::from_secs(60),
-        };
-        for _ in 0..200 {
-            let first = p.backoff(1);
-            assert!(first >= Duration::from_secs(5) && first <= Duration::from_secs(10));
-            let third = p.backoff(3);
-            assert!(third >= Duration::from_secs(20) && third <= Duration::from_secs(40));
-            let late = p.backoff(30);
-            assert!(late >= Duration::from_secs(30) && late <= Duration::from_secs(60));
-        }
-    }
 }

@@ -1,12 +1,11 @@
-//! The user's processing: the [`Processor`] trait, the default store-only processor, and a
-//! worked example from the field (a licence key issued once per order, in the transaction).
+//! The user's processing: the [`Processor`] trait, what it is given ([`Delivery`]) and what it
+//! concludes ([`Outcome`] or a [`ProcessError`]), and the default store-only processor.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 
 use sha2::{Digest, Sha256};
-use tokio_postgres::types::Type;
-use tokio_postgres::Client;
+use tokio_postgres::Transaction;
 
 use crate::work::Work;
 
@@ -62,15 +61,69 @@ pub enum Outcome {
     Permanent(String),
 }
 
+/// Any error, boxed: what [`ProcessError`] carries.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A processor's failure that it did not turn into an [`Outcome`] itself: any error, so `?`
+/// works on database, AWS SDK and HTTP calls alike.
+///
+/// It counts as a retryable failure, recorded with the error's text and its causes. A
+/// connection-level database error also makes the connection be remade before the failure is
+/// recorded. Like `anyhow::Error`, it does not implement `std::error::Error` itself, which is
+/// what lets every error type convert into it.
+pub struct ProcessError(BoxError);
+
+impl ProcessError {
+    /// Wraps any error, or a message (`ProcessError::new("no such customer")`).
+    pub fn new(error: impl Into<BoxError>) -> Self {
+        ProcessError(error.into())
+    }
+
+    /// The database error underneath, when there is one.
+    pub fn database_error(&self) -> Option<&tokio_postgres::Error> {
+        self.0.downcast_ref()
+    }
+
+    /// Takes the error out.
+    pub fn into_inner(self) -> BoxError {
+        self.0
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ProcessError {
+    fn from(error: E) -> Self {
+        ProcessError(Box::new(error))
+    }
+}
+
+impl std::fmt::Display for ProcessError {
+    /// The error and its causes, `: `-separated, as recorded in `last_error`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for ProcessError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
 /// The user's processing of one delivery.
 ///
 /// `process` works in a transaction on the function's own connection: statements queued on
 /// `work` commit atomically with "done", in the same round trip, or not at all (Strategy A).
 /// Work at another service happens inside the call too, keyed by
-/// [`Delivery::idempotency_key`] (Strategy B). A database error returned with `?` counts as a
-/// retryable failure.
+/// [`Delivery::idempotency_key`] (Strategy B). An error returned with `?` counts as a
+/// retryable failure (see [`ProcessError`]).
 pub trait Processor: Send + Sync + 'static {
-    /// Name for logs and configuration.
+    /// Name for logs.
     fn name(&self) -> &'static str;
 
     /// True when there is nothing to do beyond storing the delivery: the claim then records it as
@@ -79,12 +132,15 @@ pub trait Processor: Send + Sync + 'static {
         false
     }
 
-    /// Creates whatever the processor keeps in the database; idempotent, run at cold start.
+    /// Creates whatever the processor keeps in the database. Runs once per execution
+    /// environment, before the first delivery, inside hookclaim's migration transaction (which
+    /// holds the migration lock, so concurrent cold starts cannot race it); make it idempotent
+    /// (`CREATE TABLE IF NOT EXISTS …`).
     fn setup(
         &self,
-        client: &mut Client,
+        tx: &Transaction<'_>,
     ) -> impl Future<Output = Result<(), tokio_postgres::Error>> + Send {
-        let _ = client;
+        let _ = tx;
         async { Ok(()) }
     }
 
@@ -93,7 +149,7 @@ pub trait Processor: Send + Sync + 'static {
         &self,
         delivery: &Delivery,
         work: &mut Work<'_>,
-    ) -> impl Future<Output = Result<Outcome, tokio_postgres::Error>> + Send;
+    ) -> impl Future<Output = Result<Outcome, ProcessError>> + Send;
 }
 
 /// The default: the table is the inbox. Deliveries are stored, deduplicated and marked done;
@@ -114,98 +170,7 @@ impl Processor for StoreOnly {
         &self,
         _delivery: &Delivery,
         _work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
-        Ok(Outcome::Done)
-    }
-}
-
-/// Worked example: a paid order gets exactly one licence key.
-///
-/// The order id is the business key (`UNIQUE` on `order_id`), and the insert runs in the
-/// delivery's transaction, so neither a redelivery of the same event nor a second event about
-/// the same order can issue a second key.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Licences;
-
-/// Where the example looks for an order id, in order: Stripe Checkout metadata, Stripe object
-/// id, Polar/Standard Webhooks `data.id`, and a top-level `order_id`.
-const ORDER_ID_POINTERS: &[&str] = &[
-    "/data/object/metadata/order_id",
-    "/data/object/id",
-    "/data/id",
-    "/order_id",
-];
-
-const CREATE_LICENCES: &str = "CREATE TABLE IF NOT EXISTS hookclaim_example_licences (
-    order_id     text PRIMARY KEY,
-    licence_key  text NOT NULL UNIQUE,
-    source       text NOT NULL,
-    delivery_id  text NOT NULL,
-    issued_at    timestamptz NOT NULL DEFAULT now()
-)";
-
-const ISSUE_LICENCE: &str = "INSERT INTO hookclaim_example_licences
-    (order_id, licence_key, source, delivery_id) VALUES ($1, $2, $3, $4)
-    ON CONFLICT (order_id) DO NOTHING";
-
-/// Finds the order id in a delivery body, as [`Licences`] does.
-pub fn order_id(body: &serde_json::Value) -> Option<String> {
-    ORDER_ID_POINTERS
-        .iter()
-        .filter_map(|p| body.pointer(p))
-        .find_map(|v| match v {
-            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
-            serde_json::Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        })
-}
-
-impl Processor for Licences {
-    fn name(&self) -> &'static str {
-        "licence"
-    }
-
-    async fn setup(&self, client: &mut Client) -> Result<(), tokio_postgres::Error> {
-        let exists: bool = client
-            .query_typed_one(
-                "SELECT to_regclass('hookclaim_example_licences') IS NOT NULL",
-                &[],
-            )
-            .await?
-            .get(0);
-        if exists {
-            return Ok(());
-        }
-        // Concurrent cold starts may race CREATE TABLE IF NOT EXISTS; the schema lock orders them.
-        let tx = client.transaction().await?;
-        tx.batch_execute(&format!(
-            "SELECT pg_advisory_xact_lock({}); {CREATE_LICENCES}",
-            crate::schema::MIGRATION_LOCK_KEY
-        ))
-        .await?;
-        tx.commit().await
-    }
-
-    async fn process(
-        &self,
-        delivery: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
-        let Ok(body) = delivery.json() else {
-            return Ok(Outcome::Permanent("body is not JSON".into()));
-        };
-        let Some(order) = order_id(&body) else {
-            return Ok(Outcome::Permanent("no order id in the event".into()));
-        };
-        let key = format!(
-            "LIC-{}",
-            hex::encode(fastrand::u128(..).to_be_bytes()).to_uppercase()
-        );
-        work.execute(ISSUE_LICENCE)
-            .bind(order, Type::TEXT)
-            .bind(key, Type::TEXT)
-            .bind(delivery.source.clone(), Type::TEXT)
-            .bind(delivery.delivery_id.clone(), Type::TEXT);
+    ) -> Result<Outcome, ProcessError> {
         Ok(Outcome::Done)
     }
 }
@@ -224,22 +189,31 @@ mod tests {
         assert_eq!(a.len(), "hookclaim-".len() + 40);
     }
 
-    #[test]
-    fn order_id_is_found_in_each_known_place() {
-        let cases = [
-            (
-                r#"{"data":{"object":{"id":"cs_1","metadata":{"order_id":"o-1"}}}}"#,
-                Some("o-1"),
-            ),
-            (r#"{"data":{"object":{"id":"cs_1"}}}"#, Some("cs_1")),
-            (r#"{"data":{"id":"ord_9"}}"#, Some("ord_9")),
-            (r#"{"order_id":42}"#, Some("42")),
-            (r#"{"order_id":""}"#, None),
-            (r#"{"nothing":true}"#, None),
-        ];
-        for (json, want) in cases {
-            let v: serde_json::Value = serde_json::from_str(json).unwrap();
-            assert_eq!(order_id(&v).as_deref(), want, "{json}");
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("calling the CRM")
         }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn fails_with_question_mark() -> Result<(), ProcessError> {
+        Err(Outer(std::io::Error::other("connection reset")))?;
+        Ok(())
+    }
+
+    #[test]
+    fn any_error_converts_and_is_recorded_with_its_causes() {
+        let e = fails_with_question_mark().unwrap_err();
+        assert_eq!(e.to_string(), "calling the CRM: connection reset");
+        assert!(e.database_error().is_none());
+        assert_eq!(ProcessError::new("no such customer").to_string(), "no such customer");
     }
 }

@@ -2,16 +2,11 @@
 //!
 //! A fresh database gets the schema at cold start without a manual step. Concurrent cold starts
 //! serialise on a transaction-level advisory lock (released at commit, so it also works through
-//! a transaction pooler), and an up-to-date database costs one read with no lock at all, so the
-//! hot path never takes a session-level lock.
-
-use std::sync::atomic::{AtomicBool, Ordering};
+//! a transaction pooler, and nothing on the hot path ever takes a session-level lock). An
+//! up-to-date database costs one short transaction per execution environment.
 
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, GenericClient};
-
-use crate::db::{classify, DbError, Session};
-use crate::processor::Processor;
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 /// One migration: a version, a name for the log, and its SQL.
 #[derive(Debug, Clone, Copy)]
@@ -37,7 +32,7 @@ pub fn latest_version() -> i32 {
 }
 
 /// Arbitrary constant naming hookclaim's migration lock among the database's advisory locks.
-pub const MIGRATION_LOCK_KEY: i64 = 0x686f_6f6b_636c_6169; // "hookclai"
+const MIGRATION_LOCK_KEY: i64 = 0x686f_6f6b_636c_6169; // "hookclai"
 
 const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS hookclaim_schema_migrations (
     version    integer PRIMARY KEY,
@@ -59,7 +54,8 @@ pub async fn current_version(client: &impl GenericClient) -> Result<i32, tokio_p
     Ok(client.query_typed_one(CURRENT_VERSION, &[]).await?.get(0))
 }
 
-/// Brings the schema to [`latest_version`] and returns the versions this call applied.
+/// Brings the schema to [`latest_version`] in its own transaction and returns the versions this
+/// call applied.
 ///
 /// Safe to call from any number of processes at once: the first takes the advisory lock and
 /// migrates, the others wait for its commit and then find nothing left to do.
@@ -68,11 +64,22 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Er
         return Ok(Vec::new());
     }
     let tx = client.transaction().await?;
+    let applied = migrate_in(&tx).await?;
+    tx.commit().await?;
+    Ok(applied)
+}
+
+/// Takes the migration lock in `tx` (held until `tx` ends) and applies what is missing; returns
+/// the versions applied. Work that must not race other cold starts runs in `tx` after it.
+pub async fn migrate_in(tx: &Transaction<'_>) -> Result<Vec<i32>, tokio_postgres::Error> {
     tx.execute_typed(
         "SELECT pg_advisory_xact_lock($1)",
         &[(&MIGRATION_LOCK_KEY, Type::INT8)],
     )
     .await?;
+    if current_version(tx).await? >= latest_version() {
+        return Ok(Vec::new());
+    }
     tx.batch_execute(CREATE_MIGRATIONS_TABLE).await?;
     let current: i32 = tx.query_typed_one(CURRENT_VERSION, &[]).await?.get(0);
     let mut applied = Vec::new();
@@ -88,33 +95,5 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Er
         .await?;
         applied.push(migration.version);
     }
-    tx.commit().await?;
     Ok(applied)
-}
-
-/// Whether this environment has brought the schema up to date and run the processor's setup.
-/// Both functions do it once per environment, at cold start or, if the database was not
-/// reachable then, before their first use of it.
-#[derive(Debug, Default)]
-pub struct Readiness(AtomicBool);
-
-impl Readiness {
-    /// Migrates and runs `processor`'s setup unless that already succeeded here.
-    pub async fn ensure<P: Processor>(
-        &self,
-        session: &mut Session<'_>,
-        processor: &P,
-    ) -> Result<(), DbError> {
-        if self.0.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let client = session.client().await?;
-        let applied = migrate(client).await.map_err(classify)?;
-        if !applied.is_empty() {
-            tracing::info!(versions = ?applied, "schema migrations applied");
-        }
-        processor.setup(client).await.map_err(classify)?;
-        self.0.store(true, Ordering::Release);
-        Ok(())
-    }
 }

@@ -12,6 +12,7 @@ use tokio_postgres::types::{Json, ToSql, Type};
 use tokio_postgres::{Error, Row};
 
 use crate::connection::{self, Hot, Runner};
+use crate::db::{DbError, Session};
 use crate::verify::IdOrigin;
 
 /// How long an error text may be when it is stored; longer texts are cut at a char boundary.
@@ -724,4 +725,109 @@ pub async fn stats(on: &impl Runner) -> Result<LedgerStats, Error> {
         oldest_received_at: row.get(6),
         oldest_age_secs: row.get(7),
     })
+}
+
+/// The ledger's operations on the environment's connection, each under the client-side deadline
+/// and run again once on a new connection after a connection-level failure (safe: the claim is
+/// idempotent per owner, finishing is fenced, and the rest are reads or batch-sized deletes).
+impl Session<'_> {
+    /// [`claim`].
+    pub async fn claim(
+        &mut self,
+        delivery: &NewDelivery<'_>,
+        claimant: Claimant<'_>,
+        finish_now: bool,
+    ) -> Result<Claim, DbError> {
+        self.run(|c, _| Box::pin(claim(c, delivery, claimant, finish_now)))
+            .await
+    }
+
+    /// [`finish_failed`].
+    pub async fn finish_failed(
+        &mut self,
+        at: &Attempt<'_>,
+        error: &str,
+        retry_in: Duration,
+    ) -> Result<Finish, DbError> {
+        self.run(|c, _| Box::pin(finish_failed(c, at, error, retry_in)))
+            .await
+    }
+
+    /// [`finish_dead`].
+    pub async fn finish_dead(&mut self, at: &Attempt<'_>, error: &str) -> Result<Finish, DbError> {
+        self.run(|c, _| Box::pin(finish_dead(c, at, error))).await
+    }
+
+    /// [`reclaim_next`].
+    pub async fn reclaim_next(
+        &mut self,
+        claimant: Claimant<'_>,
+    ) -> Result<Option<StoredDelivery>, DbError> {
+        self.run(|c, _| Box::pin(reclaim_next(c, claimant))).await
+    }
+
+    /// [`take_for_replay`].
+    pub async fn take_for_replay(
+        &mut self,
+        source: &str,
+        delivery_id: &str,
+        claimant: Claimant<'_>,
+        force: bool,
+    ) -> Result<Option<StoredDelivery>, DbError> {
+        self.run(|c, _| Box::pin(take_for_replay(c, source, delivery_id, claimant, force)))
+            .await
+    }
+
+    /// [`state`].
+    pub async fn state(
+        &mut self,
+        source: &str,
+        delivery_id: &str,
+    ) -> Result<Option<DeliveryState>, DbError> {
+        self.run(|c, _| Box::pin(state(c, source, delivery_id)))
+            .await
+    }
+
+    /// [`purge_batch`].
+    pub async fn purge_batch(&mut self, older_than: Duration, limit: i64) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(purge_batch(c, older_than, limit)))
+            .await
+    }
+
+    /// [`trim_batch`].
+    pub async fn trim_batch(
+        &mut self,
+        older_than: Duration,
+        cursor: Option<SystemTime>,
+        limit: i64,
+    ) -> Result<Trimmed, DbError> {
+        self.run(|c, _| Box::pin(trim_batch(c, older_than, cursor, limit)))
+            .await
+    }
+
+    /// [`count_reclaimable`].
+    pub async fn count_reclaimable(&mut self) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(count_reclaimable(c))).await
+    }
+
+    /// [`count_purgeable`].
+    pub async fn count_purgeable(&mut self, older_than: Duration) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(count_purgeable(c, older_than)))
+            .await
+    }
+
+    /// [`count_trimmable`].
+    pub async fn count_trimmable(
+        &mut self,
+        older_than: Duration,
+        purge_after: Duration,
+    ) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(count_trimmable(c, older_than, purge_after)))
+            .await
+    }
+
+    /// [`stats`].
+    pub async fn stats(&mut self) -> Result<LedgerStats, DbError> {
+        self.run(|c, _| Box::pin(stats(c))).await
+    }
 }

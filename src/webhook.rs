@@ -11,14 +11,14 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Source};
-use crate::db::{Database, DbError, Session};
+use crate::config::{Config, RetryPolicy, Source};
+use crate::db::{Database, DbError};
 use crate::invocation;
 use crate::keys::{Keys, KeysError};
 use crate::observe::{self, DeliveryRecord};
-use crate::pipeline::{self, RetryPolicy, Settled};
+use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
-use crate::schema::Readiness;
+use crate::readiness::Readiness;
 use crate::store::{self, Claim, Claimant, NewDelivery};
 use crate::verify::{self, Scheme, Verified, VerifyError};
 
@@ -170,21 +170,19 @@ impl<P: Processor> Webhook<P> {
 
     /// Connects, brings the schema up to date and runs the processor's setup. Done once per
     /// environment; until it succeeds, every delivery tries it first.
-    pub async fn prepare(&self) -> Result<(), DbError> {
+    pub async fn ensure_ready(&self) -> Result<(), DbError> {
         let mut session = self.db.session().await;
-        self.prepare_in(&mut session).await
+        self.ready.ensure(&mut session, &self.processor).await
     }
 
-    async fn prepare_in(&self, session: &mut Session<'_>) -> Result<(), DbError> {
-        self.ready.ensure(session, &self.processor).await
-    }
-
+    #[cfg(feature = "internals")]
     /// Replaces the clock used for signature timestamps (tests with recorded events).
     pub fn with_clock(mut self, clock: fn() -> SystemTime) -> Self {
         self.clock = clock;
         self
     }
 
+    #[cfg(feature = "internals")]
     /// The environment's database, for tools and tests.
     pub fn database(&self) -> &Database {
         &self.db
@@ -263,64 +261,28 @@ impl<P: Processor> Webhook<P> {
         };
         let finish_now = self.processor.store_only();
         let mut session = self.db.session().await;
-        self.prepare_in(&mut session).await?;
-        session.prepare(store::HOT).await;
-        let claim = session
-            .run(|c, _| Box::pin(store::claim(c, &new, claimant, finish_now)))
-            .await?;
-        match claim {
-            Claim::Claimed { attempt } if finish_now => {
-                facts.attempt = Some(attempt);
-                Ok(Answer::Processed)
-            }
-            Claim::Claimed { attempt } => {
-                facts.attempt = Some(attempt);
-                let delivery = Delivery {
-                    source: source.name.clone(),
-                    delivery_id: verified.delivery_id,
-                    event_type: verified.event_type,
-                    payload: body.to_vec(),
-                    headers,
-                    attempt,
-                };
-                let settled = pipeline::run_claimed(
-                    &mut session,
-                    &self.processor,
-                    &delivery,
-                    &owner,
-                    &self.retry,
-                )
-                .await?;
-                Ok(match settled {
-                    Settled::Done => Answer::Processed,
-                    Settled::Failed { error, retry_in } => {
-                        facts.reason = Some(error);
-                        Answer::Failed(retry_in)
-                    }
-                    Settled::Dead { error } => {
-                        facts.reason = Some(error);
-                        Answer::Dead
-                    }
-                    Settled::Fenced => {
-                        facts.reason = Some("lease lost to a newer attempt".into());
-                        Answer::InProgress
-                    }
-                })
-            }
-            Claim::Done { same_payload } | Claim::Dead { same_payload } => {
-                facts.payload_mismatch = !same_payload;
-                if !same_payload {
-                    facts.reason = Some("duplicate with a different payload".into());
-                }
-                Ok(Answer::Duplicate)
-            }
-            Claim::InProgress => Ok(Answer::InProgress),
-            Claim::RetryLater { next_attempt_at } => Ok(Answer::RetryLater(
-                next_attempt_at
-                    .duration_since((self.clock)())
-                    .unwrap_or(Duration::from_secs(1)),
-            )),
+        self.ready.ensure(&mut session, &self.processor).await?;
+        session.prepare_statements(store::HOT).await;
+        let claim = session.claim(&new, claimant, finish_now).await?;
+        let Claim::Claimed { attempt } = claim else {
+            return Ok(answer_claim(claim, (self.clock)(), facts));
+        };
+        facts.attempt = Some(attempt);
+        if finish_now {
+            return Ok(Answer::Processed);
         }
+        let delivery = Delivery {
+            source: source.name.clone(),
+            delivery_id: verified.delivery_id,
+            event_type: verified.event_type,
+            payload: body.to_vec(),
+            headers,
+            attempt,
+        };
+        let settled =
+            pipeline::run_claimed(&mut session, &self.processor, &delivery, &owner, &self.retry)
+                .await?;
+        Ok(answer_settled(settled, facts))
     }
 
     /// Verifies with the cached secrets; if that fails on the signature alone, refreshes the
@@ -361,6 +323,42 @@ impl<P: Processor> Webhook<P> {
     /// over exactly when this invocation can no longer be running.
     fn lease(&self, req: &Request) -> Duration {
         invocation::remaining(invocation::deadline(req.lambda_context_ref())) + self.lease_margin
+    }
+}
+
+/// The answer to a claim this invocation does not process: a duplicate, a delivery another
+/// invocation holds, or a failed one that is not due again yet.
+fn answer_claim(claim: Claim, now: SystemTime, facts: &mut Facts) -> Answer {
+    match claim {
+        // A claim this invocation won is processed, or was finished by the claim itself.
+        Claim::Claimed { .. } => Answer::Processed,
+        Claim::Done { same_payload } | Claim::Dead { same_payload } => {
+            if !same_payload {
+                facts.payload_mismatch = true;
+                facts.reason = Some("duplicate with a different payload".into());
+            }
+            Answer::Duplicate
+        }
+        Claim::InProgress => Answer::InProgress,
+        Claim::RetryLater { next_attempt_at } => Answer::RetryLater(
+            next_attempt_at
+                .duration_since(now)
+                .unwrap_or(Duration::from_secs(1)),
+        ),
+    }
+}
+
+/// The answer once processing has settled.
+fn answer_settled(settled: Settled, facts: &mut Facts) -> Answer {
+    facts.reason = settled.error().map(str::to_owned);
+    match settled {
+        Settled::Done => Answer::Processed,
+        Settled::Failed { retry_in, .. } => Answer::Failed(retry_in),
+        Settled::Dead { .. } => Answer::Dead,
+        Settled::Fenced => {
+            facts.reason = Some("lease lost to a newer attempt".into());
+            Answer::InProgress
+        }
     }
 }
 

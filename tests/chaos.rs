@@ -13,12 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hookclaim::processor::{Delivery, Licences, Outcome, Processor};
+use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
 use hookclaim::work::Work;
+use hookclaim::Licences;
 use lambda_http::RequestExt;
 use support::{answer, github_request, Format, PgServer};
 use tokio::sync::Mutex;
-use tokio_postgres::Client;
+use tokio_postgres::Transaction;
 
 /// The licence example, but on 5% of first attempts it crashes (panics) after issuing the
 /// licence and before the delivery is finished, as an out-of-memory kill or a timeout would.
@@ -39,15 +40,11 @@ impl Processor for CrashAfterEffect {
         "crash-after-effect"
     }
 
-    async fn setup(&self, client: &mut Client) -> Result<(), tokio_postgres::Error> {
-        Licences.setup(client).await
+    async fn setup(&self, tx: &Transaction<'_>) -> Result<(), tokio_postgres::Error> {
+        Licences.setup(tx).await
     }
 
-    async fn process(
-        &self,
-        d: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
         let outcome = Licences.process(d, work).await?;
         if d.attempt == 1 && crashes(&d.delivery_id) {
             panic!("{CRASH}");

@@ -5,8 +5,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use hookclaim::db::{Database, TlsMode};
-use hookclaim::processor::{Licences, StoreOnly};
+use hookclaim::config::TlsMode;
+use hookclaim::db::Database;
+use hookclaim::processor::StoreOnly;
+use hookclaim::Licences;
 use support::{answer, delivery_count, github_request, Format, PgServer, TestDb};
 
 #[tokio::test]
@@ -207,7 +209,7 @@ async fn connect_with(
 ) -> Result<(), String> {
     let mut pg = tokio_postgres::Config::new();
     pg.host(host).port(port).user("postgres").dbname("postgres");
-    let db = Database::new(hookclaim::db::DbSettings {
+    let db = Database::new(hookclaim::config::DbSettings {
         pg,
         tls: mode,
         ca_file: ca,

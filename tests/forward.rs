@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hookclaim::forward::{Forwarder, IDEMPOTENCY_KEY};
-use hookclaim::processor::{Delivery, Outcome, Processor};
+use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
 use hookclaim::work::Work;
 use lambda_http::RequestExt;
 use support::{answer, github_request, row, Format, TestDb};
@@ -84,11 +84,7 @@ impl Processor for CrashAfterCall {
         "crash-after-call"
     }
 
-    async fn process(
-        &self,
-        d: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
         let outcome = self.0.process(d, work).await?;
         if d.attempt == 1 {
             panic!("simulated crash after the call");

@@ -22,8 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hookclaim::db::DbError;
-use hookclaim::processor::{Licences, Processor, StoreOnly};
+use hookclaim::processor::{Processor, StoreOnly};
 use hookclaim::webhook::Webhook;
+use hookclaim::Licences;
 use lambda_http::RequestExt;
 use serde_json::json;
 use support::pgbouncer::{server_cpu_time, PgBouncer, PoolerSettings};
@@ -93,8 +94,10 @@ impl Db {
     async fn migrated() -> Db {
         let db = Self::empty().await;
         let mut c = support::connect(&db.direct_url()).await;
-        hookclaim::schema::migrate(&mut c).await.expect("migrate");
-        Licences.setup(&mut c).await.expect("licence table");
+        let tx = c.transaction().await.expect("begin");
+        hookclaim::schema::migrate_in(&tx).await.expect("migrate");
+        Licences.setup(&tx).await.expect("licence table");
+        tx.commit().await.expect("commit");
         db
     }
 

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hookclaim::processor::{Delivery, Licences, Outcome, Processor, StoreOnly};
+use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use hookclaim::work::Work;
+use hookclaim::Licences;
 use lambda_http::RequestExt;
 use support::{answer, delivery_count, github_request, row, Format, TestDb};
 use tokio::sync::Notify;
@@ -119,18 +120,13 @@ impl Processor for SlowFirst {
 
     async fn setup(
         &self,
-        client: &mut tokio_postgres::Client,
+        tx: &tokio_postgres::Transaction<'_>,
     ) -> Result<(), tokio_postgres::Error> {
-        client
-            .batch_execute("CREATE TABLE IF NOT EXISTS effects (attempt int, owner text)")
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS effects (attempt int, owner text)")
             .await
     }
 
-    async fn process(
-        &self,
-        d: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
         let call = self.0.calls.fetch_add(1, Ordering::SeqCst);
         work.execute("INSERT INTO effects VALUES ($1, $2)")
             .bind(d.attempt, Type::INT4)

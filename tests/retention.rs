@@ -7,13 +7,14 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use hookclaim::config::{Config, RetentionSettings};
-use hookclaim::pipeline::{self, RetryPolicy, Settled};
-use hookclaim::processor::{Delivery, Licences, Outcome, Processor, StoreOnly};
+use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
+use hookclaim::pipeline::{self, Settled};
+use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
 use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
 use hookclaim::work::Work;
+use hookclaim::Licences;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use support::TestDb;
@@ -206,7 +207,7 @@ impl Processor for AlwaysRetry {
         &self,
         _delivery: &Delivery,
         _work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
+    ) -> Result<Outcome, ProcessError> {
         Ok(Outcome::Retry("downstream answered 503".into()))
     }
 }
@@ -224,7 +225,7 @@ async fn expired_lease_is_redriven_to_done_once_and_a_live_lease_is_left_alone()
         policy(5, Duration::from_secs(30)),
     )
     .await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
     claim(
         &c,
         "evt_expired",
@@ -266,7 +267,7 @@ async fn due_failed_row_is_redriven_and_a_not_yet_due_one_is_not() {
         policy(5, Duration::from_secs(30)),
     )
     .await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
     for (id, order, retry_in) in [("evt_due", "order-d", 0), ("evt_later", "order-l", 600)] {
         claim(&c, id, &order_body(id, order), "webhook").await;
         let at = Attempt {
@@ -386,7 +387,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
         policy(5, Duration::from_secs(30)),
     )
     .await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
     let body = order_body("evt_zombie", "order-z");
     assert_eq!(
         claim(&c, "evt_zombie", &body, "zombie").await,
@@ -579,7 +580,7 @@ async fn a_large_purge_stops_at_the_deadline_and_the_next_run_finishes_it() {
         ..settings()
     };
     let r = retention(&db, StoreOnly, defaults, policy(5, Duration::from_secs(30))).await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
 
     // Three seconds to the deadline, two of them margin: about one second of work.
     let deadline = SystemTime::now() + Duration::from_secs(3);
@@ -652,7 +653,7 @@ async fn dry_run_counts_what_a_run_would_do_and_changes_nothing() {
         ..settings()
     };
     let r = retention(&db, Licences, trimming, policy(5, Duration::from_secs(30))).await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
     mixed_ledger(&c).await;
     let before = snapshot(&c).await;
 
@@ -727,7 +728,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
         policy(5, Duration::from_secs(30)),
     )
     .await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
     claim(
         &c,
         "evt_dead",
@@ -772,7 +773,7 @@ async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
         policy(5, Duration::from_secs(30)),
     )
     .await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
     claim(
         &c,
         "evt_done",
@@ -971,7 +972,7 @@ async fn malformed_commands_are_refused_and_change_nothing() {
         policy(5, Duration::from_secs(30)),
     )
     .await;
-    r.prepare().await.unwrap();
+    r.ensure_ready().await.unwrap();
     mixed_ledger(&c).await;
     let before = snapshot(&c).await;
     let payloads = [

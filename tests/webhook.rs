@@ -6,9 +6,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookclaim::processor::{Delivery, Licences, Outcome, Processor, StoreOnly};
+use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use hookclaim::store::{self, Claimant, NewDelivery};
 use hookclaim::work::Work;
+use hookclaim::Licences;
 use support::{answer, delivery_count, event, github_request, row, Format, TestDb};
 use tokio_postgres::types::Type;
 
@@ -26,10 +27,9 @@ impl Processor for Scripted {
 
     async fn setup(
         &self,
-        client: &mut tokio_postgres::Client,
+        tx: &tokio_postgres::Transaction<'_>,
     ) -> Result<(), tokio_postgres::Error> {
-        client
-            .batch_execute("CREATE TABLE IF NOT EXISTS effects (id text)")
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS effects (id text)")
             .await
     }
 
@@ -37,7 +37,7 @@ impl Processor for Scripted {
         &self,
         delivery: &Delivery,
         work: &mut Work<'_>,
-    ) -> Result<Outcome, tokio_postgres::Error> {
+    ) -> Result<Outcome, ProcessError> {
         work.execute("INSERT INTO effects VALUES ($1)")
             .bind(delivery.delivery_id.clone(), Type::TEXT);
         let seen = work

@@ -1,37 +1,7 @@
-//! The retention Lambda function: wiring only. See `hookclaim::retention`.
+//! The retention Lambda function, running the shipped processor `HOOKCLAIM_PROCESSOR` names.
 
-use hookclaim::config::{Config, ProcessorChoice};
-use hookclaim::forward::Forwarder;
-use hookclaim::processor::{Licences, Processor, StoreOnly};
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-
-// Lambda sends an environment one invocation at a time: a single-threaded runtime keeps the
-// handler and its database connection's I/O on one thread, with no cross-thread wake-up on each
-// round trip.
+// Single-threaded for the same reason as the webhook function.
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
-    hookclaim::observe::init_logging();
-    let config =
-        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
-    match &config.processor {
-        ProcessorChoice::Store => serve(&config, StoreOnly).await,
-        ProcessorChoice::Licence => serve(&config, Licences).await,
-        ProcessorChoice::Forward { url, timeout } => {
-            serve(&config, Forwarder::new(url.clone(), *timeout)?).await
-        }
-    }
-}
-
-async fn serve<P: Processor>(config: &Config, processor: P) -> Result<(), Error> {
-    let retention = hookclaim::environment::retention(config, processor)
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?;
-    let retention = &retention;
-    run(service_fn(
-        move |event: LambdaEvent<serde_json::Value>| async move {
-            let deadline = hookclaim::invocation::deadline(Some(&event.context));
-            retention.handle(event.payload, deadline).await
-        },
-    ))
-    .await
+async fn main() -> Result<(), hookclaim::Error> {
+    hookclaim::run_retention_with(hookclaim::Shipped::from_config).await
 }

@@ -19,8 +19,10 @@
 //! the server before the connection is let go, so it cannot keep running (and keep its locks)
 //! on a server connection behind the pooler.
 
+mod cancel;
+mod tls;
+
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,71 +31,11 @@ use std::time::Duration;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{CancelToken, Client, NoTls};
+use tokio_postgres::{Client, NoTls};
 
 use crate::aws::{DatabaseSecret, RdsIamAuth};
+use crate::config::{DbSettings, TlsMode};
 use crate::connection::{Conn, Hot};
-
-/// How the connection is encrypted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsMode {
-    /// Plain TCP (local development only).
-    Disable,
-    /// TLS without certificate checks: encrypted, but not protected from impersonation.
-    Require,
-    /// TLS with the server certificate checked against a CA bundle and the host name.
-    VerifyFull,
-}
-
-impl std::str::FromStr for TlsMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "disable" => Ok(TlsMode::Disable),
-            "require" => Ok(TlsMode::Require),
-            "verify-full" => Ok(TlsMode::VerifyFull),
-            other => Err(format!(
-                "{other:?} is not one of disable, require, verify-full"
-            )),
-        }
-    }
-}
-
-/// Everything needed to open a connection.
-#[derive(Clone)]
-pub struct DbSettings {
-    /// Host, port, user, password, database (from `DATABASE_URL` or a secret); see
-    /// [`Credentials`] for what replaces which part at connect.
-    pub pg: tokio_postgres::Config,
-    /// Encryption mode.
-    pub tls: TlsMode,
-    /// PEM bundle of trusted CAs for `verify-full` (the RDS global bundle in production).
-    pub ca_file: Option<PathBuf>,
-    /// Bound on TCP connect plus TLS and startup.
-    pub connect_timeout: Duration,
-    /// Bound on any one operation, enforced both by the server and by the client.
-    pub statement_timeout: Duration,
-    /// TCP keepalive idle time, so a dead peer is noticed while the environment is warm.
-    pub keepalive_idle: Duration,
-    /// The endpoint is a transaction pooler (PgBouncer `pool_mode = transaction`, RDS Proxy):
-    /// send no startup `options`, which poolers refuse or drop. The server-side timeouts must
-    /// then be set on the role; the first connection checks and warns when they are not.
-    pub pooled: bool,
-}
-
-impl std::fmt::Debug for DbSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // tokio_postgres::Config's Debug already redacts the password.
-        f.debug_struct("DbSettings")
-            .field("pg", &self.pg)
-            .field("tls", &self.tls)
-            .field("ca_file", &self.ca_file)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("statement_timeout", &self.statement_timeout)
-            .field("pooled", &self.pooled)
-            .finish()
-    }
-}
 
 /// Why a database operation failed, as the caller needs to tell it apart.
 #[derive(Debug, thiserror::Error)]
@@ -196,7 +138,7 @@ pub struct Database {
 }
 
 /// How one connection attempt ended.
-enum Attempt {
+enum ConnectAttempt {
     Connected(Client),
     /// The server refused the login (SQLSTATE 28P01 or 28000).
     Refused(tokio_postgres::Error),
@@ -204,6 +146,7 @@ enum Attempt {
 }
 
 impl Database {
+    #[cfg(feature = "internals")]
     /// Prepares (but does not open) the connection with the login in `settings`; reads the CA
     /// file now so a bad one fails the cold start rather than the first delivery.
     pub fn new(settings: DbSettings) -> Result<Self, DbError> {
@@ -217,7 +160,7 @@ impl Database {
     ) -> Result<Self, DbError> {
         let tls = match settings.tls {
             TlsMode::Disable => None,
-            mode => Some(tls_connector(mode, settings.ca_file.as_deref())?),
+            mode => Some(tls::connector(mode, settings.ca_file.as_deref())?),
         };
         Ok(Database {
             settings,
@@ -230,11 +173,13 @@ impl Database {
         })
     }
 
+    #[cfg(feature = "internals")]
     /// Where the login comes from.
     pub fn credentials(&self) -> &Credentials {
         &self.credentials
     }
 
+    #[cfg(feature = "internals")]
     /// The settings this database was made with.
     pub fn settings(&self) -> &DbSettings {
         &self.settings
@@ -244,6 +189,7 @@ impl Database {
         self.target.lock().ok()?.clone()
     }
 
+    #[cfg(feature = "internals")]
     /// How many connections this environment has opened so far.
     pub fn connect_count(&self) -> u64 {
         self.connects.load(Ordering::Relaxed)
@@ -269,17 +215,17 @@ impl Database {
 
     async fn connect_with_renewal(&self) -> Result<Client, DbError> {
         let refused = match self.attempt().await {
-            Attempt::Connected(client) => return Ok(client),
-            Attempt::Failed(e) => return Err(e),
-            Attempt::Refused(e) => e,
+            ConnectAttempt::Connected(client) => return Ok(client),
+            ConnectAttempt::Failed(e) => return Err(e),
+            ConnectAttempt::Refused(e) => e,
         };
         if !self.credentials.renew().await {
             return Err(DbError::Connect(describe(&refused)));
         }
         match self.attempt().await {
-            Attempt::Connected(client) => Ok(client),
-            Attempt::Refused(e) => Err(DbError::Connect(describe(&e))),
-            Attempt::Failed(e) => Err(e),
+            ConnectAttempt::Connected(client) => Ok(client),
+            ConnectAttempt::Refused(e) => Err(DbError::Connect(describe(&e))),
+            ConnectAttempt::Failed(e) => Err(e),
         }
     }
 
@@ -308,10 +254,10 @@ impl Database {
         }
     }
 
-    async fn attempt(&self) -> Attempt {
+    async fn attempt(&self) -> ConnectAttempt {
         let mut pg = match self.credentials.login(&self.settings.pg).await {
             Ok(pg) => pg,
-            Err(e) => return Attempt::Failed(e),
+            Err(e) => return ConnectAttempt::Failed(e),
         };
         pg.connect_timeout(self.settings.connect_timeout)
             .keepalives(true)
@@ -335,9 +281,9 @@ impl Database {
             }
         };
         match tokio::time::timeout(self.settings.connect_timeout, connect).await {
-            Err(_) => Attempt::Failed(DbError::Connect("timed out".into())),
-            Ok(Err(e)) if is_login_refused(&e) => Attempt::Refused(e),
-            Ok(Err(e)) => Attempt::Failed(DbError::Connect(with_pooler_hint(
+            Err(_) => ConnectAttempt::Failed(DbError::Connect("timed out".into())),
+            Ok(Err(e)) if is_login_refused(&e) => ConnectAttempt::Refused(e),
+            Ok(Err(e)) => ConnectAttempt::Failed(DbError::Connect(with_pooler_hint(
                 describe(&e),
                 self.settings.pooled,
             ))),
@@ -349,7 +295,7 @@ impl Database {
                     let port = pg.get_ports().first().copied().unwrap_or(5432);
                     *target = Some((host.clone(), port));
                 }
-                Attempt::Connected(client)
+                ConnectAttempt::Connected(client)
             }
         }
     }
@@ -389,7 +335,7 @@ impl Session<'_> {
     /// (see [`crate::connection`]). Best effort, and never connects: whatever is not prepared
     /// runs unnamed, and whatever is wrong with the connection meets the next statement, which
     /// reconnects (and prepares at the delivery after).
-    pub async fn prepare(&mut self, statements: &[Hot]) {
+    pub async fn prepare_statements(&mut self, statements: &[Hot]) {
         let deadline = self.db.settings.statement_timeout + CLIENT_SLACK;
         let Some(conn) = self.guard.as_mut().filter(|c| !c.is_closed()) else {
             return;
@@ -474,96 +420,15 @@ impl Session<'_> {
         let limit = self.db.settings.connect_timeout;
         tokio::spawn(async move {
             let settle = async {
-                cancel(&token, tls, target).await?;
+                cancel::cancel(&token, tls, target).await?;
                 // Requests are answered in order: this returns once the cancelled statement
                 // has ended.
-                client.batch_execute("").await.map_err(io_error)
+                client.batch_execute("").await.map_err(cancel::io_error)
             };
             if let Ok(Err(e)) = tokio::time::timeout(limit, settle).await {
                 tracing::debug!(error = %e, "cancel after the client deadline not confirmed");
             }
         });
-    }
-}
-
-/// Sends a cancel request for `token`'s connection to `target` and waits until the other end
-/// closes the cancel connection, as libpq does. tokio-postgres's own `cancel_query` closes it
-/// at once, and PgBouncer drops a cancel request whose connection closes before the server has
-/// acknowledged it.
-async fn cancel(
-    token: &CancelToken,
-    tls: Option<postgres_native_tls::MakeTlsConnector>,
-    (host, port): (String, u16),
-) -> std::io::Result<()> {
-    let socket = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await?
-        .into_std()?;
-    // A second handle on the same socket, to see the close after the request has been sent.
-    let watch = tokio::net::TcpStream::from_std(socket.try_clone()?)?;
-    let stream = KeepOpen(tokio::net::TcpStream::from_std(socket)?);
-    match tls {
-        None => token.cancel_query_raw(stream, NoTls).await,
-        Some(mut tls) => {
-            let connect =
-                tokio_postgres::tls::MakeTlsConnect::<KeepOpen>::make_tls_connect(&mut tls, &host)
-                    .map_err(std::io::Error::other)?;
-            token.cancel_query_raw(stream, connect).await
-        }
-    }
-    .map_err(io_error)?;
-    let mut buf = [0u8; 64];
-    loop {
-        watch.readable().await?;
-        match watch.try_read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            // A reset is a close too.
-            Err(_) => return Ok(()),
-        }
-    }
-}
-
-fn io_error(e: tokio_postgres::Error) -> std::io::Error {
-    std::io::Error::other(describe(&e))
-}
-
-/// A socket whose shutdown only flushes: the cancel request must not half-close it (see
-/// [`cancel`]).
-#[derive(Debug)]
-struct KeepOpen(tokio::net::TcpStream);
-
-impl tokio::io::AsyncRead for KeepOpen {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for KeepOpen {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
     }
 }
 
@@ -667,85 +532,9 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
-fn tls_connector(
-    mode: TlsMode,
-    ca_file: Option<&std::path::Path>,
-) -> Result<postgres_native_tls::MakeTlsConnector, DbError> {
-    let mut builder = native_tls::TlsConnector::builder();
-    match mode {
-        TlsMode::Disable => {}
-        TlsMode::Require => {
-            builder
-                .danger_accept_invalid_certs(true)
-                .danger_accept_invalid_hostnames(true);
-        }
-        TlsMode::VerifyFull => {
-            let path = ca_file.ok_or_else(|| {
-                DbError::Tls("verify-full needs a CA bundle file (DATABASE_CA_FILE)".into())
-            })?;
-            let pem = std::fs::read(path)
-                .map_err(|e| DbError::Tls(format!("cannot read {}: {e}", path.display())))?;
-            let certs = pem_certificates(&pem);
-            if certs.is_empty() {
-                return Err(DbError::Tls(format!(
-                    "{} holds no PEM certificate",
-                    path.display()
-                )));
-            }
-            // Trust exactly the bundle: a public CA must not vouch for the database.
-            builder.disable_built_in_roots(true);
-            for cert in certs {
-                let cert = native_tls::Certificate::from_pem(cert.as_bytes()).map_err(|e| {
-                    DbError::Tls(format!("invalid certificate in {}: {e}", path.display()))
-                })?;
-                builder.add_root_certificate(cert);
-            }
-        }
-    }
-    let connector = builder
-        .build()
-        .map_err(|e| DbError::Tls(format!("cannot build TLS connector: {e}")))?;
-    Ok(postgres_native_tls::MakeTlsConnector::new(connector))
-}
-
-/// Splits a PEM bundle (such as the RDS global bundle) into its certificates.
-fn pem_certificates(pem: &[u8]) -> Vec<String> {
-    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
-    const END: &str = "-----END CERTIFICATE-----";
-    let text = String::from_utf8_lossy(pem);
-    let mut certs = Vec::new();
-    let mut rest = text.as_ref();
-    while let Some(start) = rest.find(BEGIN) {
-        let Some(len) = rest[start..].find(END) else {
-            break;
-        };
-        let end = start + len + END.len();
-        certs.push(rest[start..end].to_string());
-        rest = &rest[end..];
-    }
-    certs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tls_modes_parse_and_bad_ones_are_named() {
-        assert_eq!("verify-full".parse::<TlsMode>(), Ok(TlsMode::VerifyFull));
-        assert!("verify_full"
-            .parse::<TlsMode>()
-            .unwrap_err()
-            .contains("verify_full"));
-    }
-
-    #[test]
-    fn pem_bundle_is_split_into_certificates() {
-        let one = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        let bundle = format!("junk\n{one}{one}-----BEGIN CERTIFICATE-----\ntruncated");
-        assert_eq!(pem_certificates(bundle.as_bytes()).len(), 2);
-        assert!(pem_certificates(b"nothing").is_empty());
-    }
 
     fn settings(pooled: bool) -> DbSettings {
         DbSettings {
@@ -780,11 +569,5 @@ mod tests {
         }
         let other = "connection refused".to_string();
         assert_eq!(with_pooler_hint(other.clone(), false), other);
-    }
-
-    #[test]
-    fn verify_full_without_ca_file_is_refused() {
-        let err = tls_connector(TlsMode::VerifyFull, None).err().unwrap();
-        assert!(err.to_string().contains("DATABASE_CA_FILE"));
     }
 }

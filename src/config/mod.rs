@@ -1,0 +1,311 @@
+//! The typed configuration, read once at cold start from environment variables. A bad or
+//! missing setting stops the cold start with an error that names the setting.
+
+mod database;
+mod processing;
+mod sources;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub use database::{DatabaseConfig, DatabaseFrom, DbSettings, TlsMode};
+pub use processing::{ProcessorChoice, RetentionSettings, RetryPolicy};
+pub use sources::{parse_sources, SecretsFrom, Source, DEFAULT_MAX_BODY_BYTES};
+
+/// A setting that could not be used. Names the variable; never quotes a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {problem}")]
+pub struct ConfigError {
+    /// The environment variable at fault.
+    pub setting: &'static str,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+fn bad(setting: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        setting,
+        problem: problem.into(),
+    }
+}
+
+/// All settings, read once per cold start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Sources by name.
+    pub sources: BTreeMap<String, Source>,
+    /// Where webhook secrets come from; `None` where none are configured (the retention
+    /// function needs none).
+    pub secrets: Option<SecretsFrom>,
+    /// The database: credentials, TLS, timeouts.
+    pub database: DatabaseConfig,
+    /// Added to the invocation's deadline to make the lease.
+    pub lease_margin: Duration,
+    /// Retry policy for failed processing.
+    pub retry: RetryPolicy,
+    /// Retention function settings.
+    pub retention: RetentionSettings,
+    /// Which shipped processor the shipped binaries run.
+    pub processor: ProcessorChoice,
+}
+
+/// Looks a setting up by name; `None` when unset.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl Config {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the configuration through `get`, so tests need not touch the process environment.
+    /// An empty value counts as unset (SAM passes declared-but-empty variables).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        let get: Lookup<'_> = &get;
+        Ok(Config {
+            sources: sources::read_sources(get)?,
+            secrets: sources::read_secrets(get)?,
+            database: DatabaseConfig::read(get)?,
+            lease_margin: Duration::from_secs(secs(get, "LEASE_MARGIN_SECS", 10)?),
+            retry: processing::read_retry(get)?,
+            retention: processing::read_retention(get)?,
+            processor: processing::read_processor(get)?,
+        })
+    }
+
+    /// The webhook secrets' origin, which the webhook function cannot run without.
+    pub fn require_secrets(&self) -> Result<&SecretsFrom, ConfigError> {
+        self.secrets.as_ref().ok_or_else(|| {
+            bad(
+                "HOOKCLAIM_SECRETS",
+                "neither HOOKCLAIM_SECRETS nor HOOKCLAIM_SECRETS_ARN is set",
+            )
+        })
+    }
+}
+
+fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
+/// A whole number in `min..=max`, or `default` when unset.
+fn int(
+    get: Lookup<'_>,
+    setting: &'static str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    let Some(raw) = get(setting) else {
+        return Ok(default);
+    };
+    let n: u64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| bad(setting, format!("{raw:?} is not a whole number")))?;
+    if n < min || n > max {
+        return Err(bad(setting, format!("{n} is outside {min}..={max}")));
+    }
+    Ok(n)
+}
+
+/// A number of seconds, at most 30 days.
+fn secs(get: Lookup<'_>, setting: &'static str, default: u64) -> Result<u64, ConfigError> {
+    int(get, setting, default, 0, 30 * 86_400)
+}
+
+/// `true`/`1` or `false`/`0`; unset is false.
+fn flag(get: Lookup<'_>, setting: &'static str) -> Result<bool, ConfigError> {
+    match get(setting).as_deref().map(str::trim) {
+        None | Some("") | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") => Ok(true),
+        Some(other) => Err(bad(setting, format!("{other:?} is not true or false"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::{HmacScheme, IdLocation, Scheme, SignatureEncoding};
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    const OK: &[(&str, &str)] = &[
+        ("HOOKCLAIM_SOURCES", r#"{"stripe":{"kind":"stripe"}}"#),
+        ("HOOKCLAIM_SECRETS", r#"{"stripe":"whsec_x"}"#),
+        ("DATABASE_URL", "postgres://u@localhost/db"),
+    ];
+
+    fn with(extra: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
+        let mut pairs: Vec<(&str, &str)> = OK.to_vec();
+        pairs.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        pairs.extend_from_slice(extra);
+        Config::from_lookup(lookup(&pairs))
+    }
+
+    #[test]
+    fn minimal_configuration_has_documented_defaults() {
+        let c = with(&[]).unwrap();
+        assert_eq!(c.database.tls, TlsMode::Require);
+        assert_eq!(c.retention.retention, Duration::from_secs(30 * 86_400));
+        assert_eq!(c.retry.max_attempts, 8);
+        assert_eq!(c.processor, ProcessorChoice::Store);
+        assert_eq!(c.sources["stripe"].max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert!(!c.database.pooled);
+    }
+
+    #[test]
+    fn database_pooled_reaches_the_connection_settings() {
+        let pg: tokio_postgres::Config = "postgres://u@localhost/db".parse().unwrap();
+        assert!(!with(&[]).unwrap().database.settings(pg.clone()).pooled);
+        let pooled = with(&[("DATABASE_POOLED", "true")]).unwrap();
+        assert!(pooled.database.pooled);
+        assert!(pooled.database.settings(pg).pooled);
+    }
+
+    #[test]
+    fn each_bad_setting_is_named_in_the_error() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("HOOKCLAIM_SOURCES", "{")], "HOOKCLAIM_SOURCES"),
+            (&[("HOOKCLAIM_SOURCES", "{}")], "HOOKCLAIM_SOURCES"),
+            (
+                &[("HOOKCLAIM_SOURCES", r#"{"x":{"kind":"paypal"}}"#)],
+                "HOOKCLAIM_SOURCES",
+            ),
+            (
+                &[("HOOKCLAIM_SOURCES", r#"{"X Y":{"kind":"github"}}"#)],
+                "HOOKCLAIM_SOURCES",
+            ),
+            (
+                &[(
+                    "HOOKCLAIM_SOURCES",
+                    r#"{"g":{"kind":"github","prefix":"x"}}"#,
+                )],
+                "HOOKCLAIM_SOURCES",
+            ),
+            (
+                &[("HOOKCLAIM_SOURCES", r#"{"h":{"kind":"hmac"}}"#)],
+                "HOOKCLAIM_SOURCES",
+            ),
+            (
+                &[("HOOKCLAIM_SOURCES", r#"{"g":{"kind":"github","typo":1}}"#)],
+                "HOOKCLAIM_SOURCES",
+            ),
+            (&[("HOOKCLAIM_SECRETS", "not json")], "HOOKCLAIM_SECRETS"),
+            (&[("DATABASE_URL", "mysql://nope:x:y")], "DATABASE_URL"),
+            (&[("DATABASE_TLS", "sometimes")], "DATABASE_TLS"),
+            (&[("DATABASE_TLS", "verify-full")], "DATABASE_CA_FILE"),
+            (&[("MAX_ATTEMPTS", "0")], "MAX_ATTEMPTS"),
+            (&[("RETENTION_DAYS", "ten")], "RETENTION_DAYS"),
+            (&[("HOOKCLAIM_PROCESSOR", "magic")], "HOOKCLAIM_PROCESSOR"),
+            (&[("HOOKCLAIM_PROCESSOR", "forward")], "FORWARD_URL"),
+            (
+                &[
+                    ("HOOKCLAIM_PROCESSOR", "forward"),
+                    ("FORWARD_URL", "ftp://x"),
+                ],
+                "FORWARD_URL",
+            ),
+            (&[("DATABASE_IAM_AUTH", "yes")], "DATABASE_IAM_AUTH"),
+            (
+                &[("DATABASE_IAM_AUTH", "true"), ("DATABASE_TLS", "disable")],
+                "DATABASE_TLS",
+            ),
+            (&[("DATABASE_IAM_USER", "app")], "DATABASE_IAM_USER"),
+            (&[("DATABASE_POOLED", "pgbouncer")], "DATABASE_POOLED"),
+            (
+                &[
+                    ("HOOKCLAIM_SECRETS_ARN", "arn"),
+                    ("HOOKCLAIM_SECRETS_REFRESH_SECS", "0"),
+                ],
+                "HOOKCLAIM_SECRETS_REFRESH_SECS",
+            ),
+            (
+                &[
+                    ("DATABASE_SECRET_ARN", "arn"),
+                    ("DATABASE_SECRET_REFRESH_SECS", "0"),
+                ],
+                "DATABASE_SECRET_REFRESH_SECS",
+            ),
+        ];
+        for (extra, setting) in cases {
+            let err = with(extra).expect_err(setting);
+            assert_eq!(err.setting, *setting, "{extra:?}: {err}");
+            assert!(err.to_string().starts_with(setting));
+        }
+    }
+
+    #[test]
+    fn empty_values_count_as_unset() {
+        let c = with(&[
+            ("HOOKCLAIM_SECRETS_ARN", ""),
+            ("DATABASE_SECRET_ARN", ""),
+            ("MAX_ATTEMPTS", ""),
+        ])
+        .unwrap();
+        assert!(matches!(c.secrets, Some(SecretsFrom::Env(_))));
+        assert!(matches!(c.database.from, DatabaseFrom::Url(_)));
+        let none = with(&[("HOOKCLAIM_SECRETS", "")]).unwrap();
+        assert_eq!(
+            none.require_secrets().unwrap_err().setting,
+            "HOOKCLAIM_SECRETS"
+        );
+    }
+
+    #[test]
+    fn secret_arns_take_precedence_and_have_refresh_intervals() {
+        let c = with(&[
+            ("HOOKCLAIM_SECRETS_ARN", "arn:hooks"),
+            ("DATABASE_SECRET_ARN", "arn:db"),
+            ("DATABASE_IAM_AUTH", "true"),
+            ("DATABASE_IAM_USER", "hookclaim"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.secrets,
+            Some(SecretsFrom::SecretsManager {
+                arn: "arn:hooks".into(),
+                min_refresh_interval: Duration::from_secs(60),
+            })
+        );
+        assert!(matches!(
+            c.database.from,
+            DatabaseFrom::SecretsManager { ref arn, min_refresh_interval }
+                if arn == "arn:db" && min_refresh_interval == Duration::from_secs(10)
+        ));
+        assert!(c.database.iam_auth);
+        assert_eq!(c.database.iam_user.as_deref(), Some("hookclaim"));
+    }
+
+    #[test]
+    fn secrets_never_appear_in_config_errors() {
+        let err = with(&[("HOOKCLAIM_SECRETS", r#"{"stripe": whsec_topsecret}"#)]).unwrap_err();
+        assert!(!err.to_string().contains("topsecret"));
+    }
+
+    #[test]
+    fn hmac_source_reads_every_field() {
+        let s = parse_sources(
+            r#"{"acme":{"kind":"hmac","signature_header":"X-Sig","prefix":"sha256=",
+                "encoding":"base64","id_pointer":"/id","event_type_pointer":"/event"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s["acme"].scheme,
+            Scheme::Hmac(HmacScheme {
+                signature_header: "X-Sig".into(),
+                prefix: "sha256=".into(),
+                encoding: SignatureEncoding::Base64,
+                id: IdLocation::JsonPointer("/id".into()),
+                event_type_pointer: Some("/event".into()),
+            })
+        );
+    }
+}

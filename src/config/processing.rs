@@ -1,0 +1,130 @@
+//! How deliveries are processed and kept: the shipped processor, retries, leases, retention.
+
+use std::time::Duration;
+
+use super::{bad, days, int, secs, ConfigError, Lookup};
+
+/// Which shipped processor the `webhook` and `retention` binaries run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessorChoice {
+    /// [`crate::processor::StoreOnly`].
+    Store,
+    /// [`crate::processor::Licences`].
+    Licence,
+    /// [`crate::forward::Forwarder`] to `FORWARD_URL`.
+    Forward {
+        /// Where deliveries are posted.
+        url: http::Uri,
+        /// Bound on one call.
+        timeout: Duration,
+    },
+}
+
+/// Exponential backoff with a cap, jitter and a maximum number of attempts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Attempts after which a failing delivery becomes dead.
+    pub max_attempts: i32,
+    /// Delay after the first failure.
+    pub base: Duration,
+    /// Longest delay between attempts.
+    pub cap: Duration,
+}
+
+impl RetryPolicy {
+    /// The delay before the attempt after `attempt` failed: `base * 2^(attempt-1)`, capped, then
+    /// scaled by a random factor in [0.5, 1] so a burst of failures does not retry in lockstep.
+    pub fn backoff(&self, attempt: i32) -> Duration {
+        let exp = attempt.clamp(1, 31) as u32 - 1;
+        let raw = self.base.saturating_mul(1u32 << exp.min(20));
+        let capped = raw.min(self.cap);
+        capped.mul_f64(0.5 + fastrand::f64() * 0.5)
+    }
+}
+
+/// What the retention function does on a scheduled run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionSettings {
+    /// Finished rows older than this are deleted.
+    pub retention: Duration,
+    /// Payloads of done rows older than this are dropped (the key stays); `None` keeps them.
+    pub trim_after: Option<Duration>,
+    /// Rows per purge or trim statement.
+    pub batch_size: i64,
+    /// The run stops this long before the invocation's deadline.
+    pub deadline_margin: Duration,
+}
+
+/// Reads `MAX_ATTEMPTS`, `RETRY_BASE_SECS` and `RETRY_MAX_SECS`.
+pub(super) fn read_retry(get: Lookup<'_>) -> Result<RetryPolicy, ConfigError> {
+    Ok(RetryPolicy {
+        max_attempts: int(get, "MAX_ATTEMPTS", 8, 1, 1000)? as i32,
+        base: Duration::from_secs(secs(get, "RETRY_BASE_SECS", 30)?),
+        cap: Duration::from_secs(secs(get, "RETRY_MAX_SECS", 3600)?),
+    })
+}
+
+/// Reads the retention function's settings.
+pub(super) fn read_retention(get: Lookup<'_>) -> Result<RetentionSettings, ConfigError> {
+    let retention_days = int(get, "RETENTION_DAYS", 30, 1, 36500)?;
+    let trim_days = match get("TRIM_PAYLOAD_AFTER_DAYS") {
+        None => None,
+        Some(_) => Some(int(get, "TRIM_PAYLOAD_AFTER_DAYS", 0, 0, retention_days)?),
+    };
+    Ok(RetentionSettings {
+        retention: days(retention_days),
+        trim_after: trim_days.map(days),
+        batch_size: int(get, "PURGE_BATCH_SIZE", 5000, 1, 100_000)? as i64,
+        deadline_margin: Duration::from_secs(secs(get, "RETENTION_DEADLINE_MARGIN_SECS", 5)?),
+    })
+}
+
+/// Reads `HOOKCLAIM_PROCESSOR` and what the chosen processor needs.
+pub(super) fn read_processor(get: Lookup<'_>) -> Result<ProcessorChoice, ConfigError> {
+    Ok(
+        match get("HOOKCLAIM_PROCESSOR").as_deref().unwrap_or("store") {
+            "store" => ProcessorChoice::Store,
+            "licence" => ProcessorChoice::Licence,
+            "forward" => ProcessorChoice::Forward {
+                url: get("FORWARD_URL")
+                    .and_then(|u| u.parse::<http::Uri>().ok())
+                    .filter(|u| matches!(u.scheme_str(), Some("http" | "https")))
+                    .ok_or_else(|| {
+                        bad(
+                            "FORWARD_URL",
+                            "HOOKCLAIM_PROCESSOR=forward needs an http:// or https:// URL",
+                        )
+                    })?,
+                timeout: Duration::from_millis(int(get, "FORWARD_TIMEOUT_MS", 5000, 100, 60_000)?),
+            },
+            other => {
+                return Err(bad(
+                    "HOOKCLAIM_PROCESSOR",
+                    format!("{other:?} is not one of store, licence, forward"),
+                ))
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered_within_half() {
+        let p = RetryPolicy {
+            max_attempts: 5,
+            base: Duration::from_secs(10),
+            cap: Duration::from_secs(60),
+        };
+        for _ in 0..200 {
+            let first = p.backoff(1);
+            assert!(first >= Duration::from_secs(5) && first <= Duration::from_secs(10));
+            let third = p.backoff(3);
+            assert!(third >= Duration::from_secs(20) && third <= Duration::from_secs(40));
+            let late = p.backoff(30);
+            assert!(late >= Duration::from_secs(30) && late <= Duration::from_secs(60));
+        }
+    }
+}

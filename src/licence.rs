@@ -1,0 +1,117 @@
+//! Worked example from the field: a paid order gets exactly one licence key, issued in the
+//! delivery's transaction (Strategy A). The tests use it to prove exactly-once effects.
+
+use tokio_postgres::types::Type;
+use tokio_postgres::Transaction;
+
+use crate::processor::{Delivery, Outcome, ProcessError, Processor};
+use crate::work::Work;
+
+/// Worked example: a paid order gets exactly one licence key.
+///
+/// The order id is the business key (`UNIQUE` on `order_id`), and the insert runs in the
+/// delivery's transaction, so neither a redelivery of the same event nor a second event about
+/// the same order can issue a second key.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Licences;
+
+/// Where the example looks for an order id, in order: Stripe Checkout metadata, Stripe object
+/// id, Polar/Standard Webhooks `data.id`, and a top-level `order_id`.
+const ORDER_ID_POINTERS: &[&str] = &[
+    "/data/object/metadata/order_id",
+    "/data/object/id",
+    "/data/id",
+    "/order_id",
+];
+
+const CREATE_LICENCES: &str = "CREATE TABLE IF NOT EXISTS hookclaim_example_licences (
+    order_id     text PRIMARY KEY,
+    licence_key  text NOT NULL UNIQUE,
+    source       text NOT NULL,
+    delivery_id  text NOT NULL,
+    issued_at    timestamptz NOT NULL DEFAULT now()
+)";
+
+const ISSUE_LICENCE: &str = "INSERT INTO hookclaim_example_licences
+    (order_id, licence_key, source, delivery_id) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (order_id) DO NOTHING";
+
+/// Finds the order id in a delivery body, as [`Licences`] does.
+pub fn order_id(body: &serde_json::Value) -> Option<String> {
+    ORDER_ID_POINTERS
+        .iter()
+        .filter_map(|p| body.pointer(p))
+        .find_map(|v| match v {
+            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+}
+
+impl Processor for Licences {
+    fn name(&self) -> &'static str {
+        "licence"
+    }
+
+    async fn setup(&self, tx: &Transaction<'_>) -> Result<(), tokio_postgres::Error> {
+        // Checked first so that a role without CREATE can start once the table exists.
+        let exists: bool = tx
+            .query_typed_one(
+                "SELECT to_regclass('hookclaim_example_licences') IS NOT NULL",
+                &[],
+            )
+            .await?
+            .get(0);
+        if !exists {
+            tx.batch_execute(CREATE_LICENCES).await?;
+        }
+        Ok(())
+    }
+
+    async fn process(
+        &self,
+        delivery: &Delivery,
+        work: &mut Work<'_>,
+    ) -> Result<Outcome, ProcessError> {
+        let Ok(body) = delivery.json() else {
+            return Ok(Outcome::Permanent("body is not JSON".into()));
+        };
+        let Some(order) = order_id(&body) else {
+            return Ok(Outcome::Permanent("no order id in the event".into()));
+        };
+        let key = format!(
+            "LIC-{}",
+            hex::encode(fastrand::u128(..).to_be_bytes()).to_uppercase()
+        );
+        work.execute(ISSUE_LICENCE)
+            .bind(order, Type::TEXT)
+            .bind(key, Type::TEXT)
+            .bind(delivery.source.clone(), Type::TEXT)
+            .bind(delivery.delivery_id.clone(), Type::TEXT);
+        Ok(Outcome::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_id_is_found_in_each_known_place() {
+        let cases = [
+            (
+                r#"{"data":{"object":{"id":"cs_1","metadata":{"order_id":"o-1"}}}}"#,
+                Some("o-1"),
+            ),
+            (r#"{"data":{"object":{"id":"cs_1"}}}"#, Some("cs_1")),
+            (r#"{"data":{"id":"ord_9"}}"#, Some("ord_9")),
+            (r#"{"order_id":42}"#, Some("42")),
+            (r#"{"order_id":""}"#, None),
+            (r#"{"nothing":true}"#, None),
+        ];
+        for (json, want) in cases {
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(order_id(&v).as_deref(), want, "{json}");
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The retention function: re-drives deliveries whose processing died or failed, purges finished
+//! rows past their retention, trims old payloads, and answers operators' commands.
+//!
+//! A scheduled run (any payload without a `"command"` key: the EventBridge "Scheduled Event", or
+//! the Scheduler's `{}`) works in three phases, each in bounded steps that stop at the
+//! invocation's deadline minus a margin: reclaim and re-drive, purge, trim. What is left is
+//! reported and picked up by the next run. Operators invoke the function directly with a JSON
+//! command (see [`Command`] and `events/retention-*.json`).
+
+
+mod command;
+mod report;
+mod run;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+pub use command::{parse_command, Command};
+pub use report::{report_line, Backlog, MigrateReport, ReplayReport, Report};
+#[cfg(feature = "internals")]
+pub use {
+    command::MAX_OLDER_THAN_DAYS,
+    report::{DeadDelivery, Redriven, MAX_DEAD_LISTED},
+    run::{delivery_of, TRIMMED_PAYLOAD_ERROR},
+};
+
+use crate::config::{Config, RetentionSettings, RetryPolicy};
+use crate::db::{Database, DbError};
+use crate::observe;
+use crate::processor::Processor;
+use crate::readiness::Readiness;
+use run::Clock;
+
+/// Why an invocation failed. Each variant is a distinct Lambda `errorType`.
+#[derive(Debug, thiserror::Error)]
+pub enum RetentionError {
+    /// The payload is not a command this function knows; nothing was changed.
+    #[error("bad command: {0}")]
+    BadCommand(String),
+    /// A replay named a delivery that does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A replay named a delivery that cannot be replayed now; nothing was changed.
+    #[error("replay refused: {0}")]
+    ReplayRefused(String),
+    /// The database could not be reached or failed; work done before is kept and reported in the
+    /// log.
+    #[error(transparent)]
+    Database(#[from] DbError),
+}
+
+impl RetentionError {
+    /// The Lambda `errorType`: `hookclaim.<Kind>`.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            RetentionError::BadCommand(_) => "hookclaim.BadCommand",
+            RetentionError::NotFound(_) => "hookclaim.NotFound",
+            RetentionError::ReplayRefused(_) => "hookclaim.ReplayRefused",
+            RetentionError::Database(
+                DbError::Connect(_) | DbError::Timeout | DbError::Connection(_),
+            ) => "hookclaim.DatabaseUnavailable",
+            RetentionError::Database(DbError::Query(_) | DbError::Tls(_)) => {
+                "hookclaim.DatabaseError"
+            }
+        }
+    }
+}
+
+impl From<RetentionError> for lambda_runtime::Diagnostic {
+    fn from(e: RetentionError) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: e.error_type().into(),
+            error_message: e.to_string(),
+        }
+    }
+}
+
+/// Everything one execution environment needs to run retention; built once at cold start.
+pub struct Retention<P> {
+    db: Database,
+    processor: P,
+    settings: RetentionSettings,
+    retry: RetryPolicy,
+    lease_margin: Duration,
+    ready: Readiness,
+}
+
+impl<P: Processor> Retention<P> {
+    /// Builds the state from its parts.
+    pub fn new(
+        db: Database,
+        processor: P,
+        settings: RetentionSettings,
+        retry: RetryPolicy,
+        lease_margin: Duration,
+    ) -> Self {
+        Retention {
+            db,
+            processor,
+            settings,
+            retry,
+            lease_margin,
+            ready: Readiness::default(),
+        }
+    }
+
+    /// Builds the state from the configuration.
+    pub fn from_config(config: &Config, db: Database, processor: P) -> Self {
+        Self::new(
+            db,
+            processor,
+            config.retention,
+            config.retry,
+            config.lease_margin,
+        )
+    }
+
+    #[cfg(feature = "internals")]
+    /// The environment's database, for tools and tests.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// Connects, brings the schema up to date and runs the processor's setup, as the webhook
+    /// function does. Done once per environment; until it succeeds, every invocation tries it.
+    pub async fn ensure_ready(&self) -> Result<(), DbError> {
+        let mut session = self.db.session().await;
+        self.ready.ensure(&mut session, &self.processor).await
+    }
+
+    /// Handles one invocation: parses the payload (refusing a malformed command before touching
+    /// anything), runs it within `deadline` (from the Lambda context; tests pass their own),
+    /// logs the report and returns it.
+    pub async fn handle(
+        &self,
+        payload: Value,
+        deadline: SystemTime,
+    ) -> Result<Report, RetentionError> {
+        let started = Instant::now();
+        let command = parse_command(&payload).inspect_err(|e| {
+            tracing::warn!(error = %e, "retention command refused");
+        })?;
+        let clock = Clock::new(deadline, self.settings.deadline_margin);
+        let mut report = Report::new(command.name());
+        // Boxed: the commands' futures nest deep enough to exceed the compiler's layout query
+        // depth in callers that wrap `handle` in further async code.
+        let result = Box::pin(self.execute(&command, clock, &mut report)).await;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        observe::emit(&report_line(
+            &report,
+            result.as_ref().err(),
+            SystemTime::now(),
+        ));
+        result.map(|()| report)
+    }
+
+    async fn execute(
+        &self,
+        command: &Command,
+        clock: Clock,
+        report: &mut Report,
+    ) -> Result<(), RetentionError> {
+        let mut session = self.db.session().await;
+        // `migrate` applies the schema itself and reports what it applied.
+        if !matches!(command, Command::Migrate {}) {
+            self.ready.ensure(&mut session, &self.processor).await?;
+        }
+        match command {
+            Command::Migrate {} => self.migrate(&mut session, report).await,
+            Command::Run {} => self.run(&mut session, clock, report).await,
+            Command::DryRun {} => {
+                report.would = Some(self.backlog(&mut session, self.settings.retention).await?);
+                Ok(())
+            }
+            Command::Purge { older_than_days } => {
+                let horizon = Duration::from_secs(u64::from(*older_than_days) * 86_400);
+                let finished = self.purge(&mut session, horizon, clock, report).await?;
+                report.stopped_early = !finished;
+                report.remaining = self
+                    .remaining(&mut session, clock, horizon, finished, true)
+                    .await;
+                Ok(())
+            }
+            Command::Replay {
+                source,
+                delivery_id,
+                force,
+            } => {
+                self.replay(&mut session, source, delivery_id, *force, clock, report)
+                    .await
+            }
+            Command::Stats {} => {
+                let stats = session.stats().await?;
+                report.stats = Some(stats);
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_lambda_diagnostics_with_their_kind() {
+        let d: lambda_runtime::Diagnostic = RetentionError::BadCommand("x".into()).into();
+        assert_eq!(d.error_type, "hookclaim.BadCommand");
+        assert_eq!(d.error_message, "bad command: x");
+        let cases = [
+            (RetentionError::NotFound("a/b".into()), "hookclaim.NotFound"),
+            (
+                RetentionError::ReplayRefused("a/b".into()),
+                "hookclaim.ReplayRefused",
+            ),
+            (
+                RetentionError::Database(DbError::Timeout),
+                "hookclaim.DatabaseUnavailable",
+            ),
+            (
+                RetentionError::Database(DbError::Connect("refused".into())),
+                "hookclaim.DatabaseUnavailable",
+            ),
+            (
+                RetentionError::Database(DbError::Tls("bad CA".into())),
+                "hookclaim.DatabaseError",
+            ),
+        ];
+        for (e, want) in cases {
+            let d: lambda_runtime::Diagnostic = e.into();
+            assert_eq!(d.error_type, want);
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! What a retention invocation did: the report returned to the caller, and its log line, which is
+//! also a CloudWatch EMF document.
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::RetentionError;
+use crate::observe;
+use crate::pipeline::Settled;
+use crate::store::{LedgerStats, StoredDelivery};
+
+/// At most this many dead deliveries are listed in one report; the rest are only counted.
+pub const MAX_DEAD_LISTED: usize = 50;
+
+/// How re-driven deliveries ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Redriven {
+    /// Processed and recorded as done.
+    pub ok: u64,
+    /// Failed again; due later with backoff.
+    pub failed: u64,
+    /// Given up: permanent failure, attempts exhausted, or nothing left to re-drive.
+    pub dead: u64,
+    /// Taken over by a newer attempt while this one ran; nothing recorded.
+    pub fenced: u64,
+}
+
+/// A delivery that became dead in this invocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadDelivery {
+    /// Source name.
+    pub source: String,
+    /// Delivery id.
+    pub delivery_id: String,
+    /// The attempt that gave up.
+    pub attempt: i32,
+    /// Its last error.
+    pub error: String,
+}
+
+/// Work a run leaves (or, in a dry run, would find): each count is what the next run picks up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Backlog {
+    /// Expired leases and due retries.
+    pub reclaim: u64,
+    /// Finished rows past the purge horizon.
+    pub purge: u64,
+    /// Payloads past the trim horizon (0 when trimming is off).
+    pub trim: u64,
+}
+
+/// The outcome of an operator's replay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayReport {
+    /// Source name.
+    pub source: String,
+    /// Delivery id.
+    pub delivery_id: String,
+    /// The attempt the replay ran as.
+    pub attempt: i32,
+    /// `done`, `failed`, `dead` or `fenced`.
+    pub outcome: &'static str,
+    /// The error, when it did not end done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For `failed`: seconds until the next attempt is due.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_in_secs: Option<f64>,
+}
+
+/// The outcome of the `migrate` command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigrateReport {
+    /// Versions this invocation applied (empty when the schema was already current).
+    pub applied: Vec<i32>,
+    /// The schema version now.
+    pub version: i32,
+}
+
+/// What an invocation did: returned to the caller and logged (also as EMF metrics).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The command that ran (`run` for a scheduled event).
+    pub command: &'static str,
+    /// Rows taken over by the reclaim (or the replay).
+    pub reclaimed: u64,
+    /// How the re-driven deliveries ended.
+    pub redriven: Redriven,
+    /// Deliveries that became dead, with their last errors (at most [`MAX_DEAD_LISTED`]).
+    pub dead: Vec<DeadDelivery>,
+    /// Dead deliveries beyond the listed ones.
+    pub dead_not_listed: u64,
+    /// Rows deleted.
+    pub purged: u64,
+    /// Payloads dropped.
+    pub trimmed: u64,
+    /// What is left for the next run; `None` when it could not be counted in time.
+    pub remaining: Option<Backlog>,
+    /// Wall time of the invocation's work.
+    pub elapsed_ms: u64,
+    /// True when the deadline stopped the work before it was finished.
+    pub stopped_early: bool,
+    /// Dry run: what a run would do now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would: Option<Backlog>,
+    /// Replay: how it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayReport>,
+    /// Stats: the ledger at a glance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<LedgerStats>,
+    /// Migrate: what was applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<MigrateReport>,
+}
+
+impl Report {
+    pub(super) fn new(command: &'static str) -> Self {
+        Report {
+            command,
+            reclaimed: 0,
+            redriven: Redriven::default(),
+            dead: Vec::new(),
+            dead_not_listed: 0,
+            purged: 0,
+            trimmed: 0,
+            remaining: None,
+            elapsed_ms: 0,
+            stopped_early: false,
+            would: None,
+            replay: None,
+            stats: None,
+            migrations: None,
+        }
+    }
+
+    pub(super) fn record_dead(&mut self, stored: &StoredDelivery, error: String) {
+        self.redriven.dead += 1;
+        if self.dead.len() < MAX_DEAD_LISTED {
+            self.dead.push(DeadDelivery {
+                source: stored.source.clone(),
+                delivery_id: stored.delivery_id.clone(),
+                attempt: stored.attempt,
+                error,
+            });
+        } else {
+            self.dead_not_listed += 1;
+        }
+    }
+
+    pub(super) fn record(&mut self, stored: &StoredDelivery, settled: &Settled) {
+        match settled {
+            Settled::Done => self.redriven.ok += 1,
+            Settled::Failed { .. } => self.redriven.failed += 1,
+            Settled::Dead { error } => self.record_dead(stored, error.clone()),
+            Settled::Fenced => self.redriven.fenced += 1,
+        }
+    }
+}
+
+/// The report as one JSON log line that is also a CloudWatch EMF document: counts per command.
+pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemTime) -> Value {
+    let mut values: Vec<(&str, u64, &str)> = vec![
+        ("reclaimed", report.reclaimed, "Count"),
+        ("redriven_ok", report.redriven.ok, "Count"),
+        ("redriven_failed", report.redriven.failed, "Count"),
+        ("redriven_dead", report.redriven.dead, "Count"),
+        ("purged", report.purged, "Count"),
+        ("trimmed", report.trimmed, "Count"),
+        ("stopped_early", u64::from(report.stopped_early), "Count"),
+        ("elapsed_ms", report.elapsed_ms, "Milliseconds"),
+    ];
+    if let Some(left) = report.remaining {
+        values.push(("remaining_reclaim", left.reclaim, "Count"));
+        values.push(("remaining_purge", left.purge, "Count"));
+        values.push(("remaining_trim", left.trim, "Count"));
+    }
+    let metrics = values
+        .iter()
+        .map(|(name, _, unit)| json!({"Name": name, "Unit": unit}))
+        .collect();
+    let mut line = Map::new();
+    line.insert(
+        "_aws".into(),
+        observe::emf_block(now, &["command"], metrics),
+    );
+    let troubled = error.is_some() || report.stopped_early || report.redriven.dead > 0;
+    line.insert(
+        "level".into(),
+        json!(match (error, troubled) {
+            (Some(_), _) => "ERROR",
+            (None, true) => "WARN",
+            (None, false) => "INFO",
+        }),
+    );
+    line.insert("message".into(), json!("retention report"));
+    line.insert("command".into(), json!(report.command));
+    for (name, value, _) in &values {
+        line.insert((*name).into(), json!(value));
+    }
+    if let Some(e) = error {
+        line.insert("error_type".into(), json!(e.error_type()));
+        line.insert("error".into(), json!(e.to_string()));
+    }
+    line.insert(
+        "report".into(),
+        serde_json::to_value(report).unwrap_or(Value::Null),
+    );
+    Value::Object(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::db::DbError;
+
+    #[test]
+    fn report_line_is_a_valid_emf_document() {
+        let mut report = Report::new("run");
+        report.purged = 12;
+        report.redriven.dead = 1;
+        report.remaining = Some(Backlog {
+            reclaim: 0,
+            purge: 3,
+            trim: 0,
+        });
+        let v = report_line(&report, None, std::time::UNIX_EPOCH);
+        let cw = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(cw["Dimensions"][0], json!(["command"]));
+        assert_eq!(v["command"], "run");
+        for m in cw["Metrics"].as_array().unwrap() {
+            assert!(v[m["Name"].as_str().unwrap()].is_number(), "{m}");
+        }
+        assert_eq!(v["purged"], 12);
+        assert_eq!(v["remaining_purge"], 3);
+        assert_eq!(v["level"], "WARN", "a dead delivery is worth a look");
+        assert_eq!(v["report"]["redriven"]["dead"], 1);
+        assert!(v["report"].get("stats").is_none(), "empty sections omitted");
+
+        let failed = report_line(
+            &Report::new("purge"),
+            Some(&RetentionError::Database(DbError::Timeout)),
+            std::time::UNIX_EPOCH,
+        );
+        assert_eq!(failed["level"], "ERROR");
+        assert_eq!(failed["error_type"], "hookclaim.DatabaseUnavailable");
+        assert!(failed.get("remaining_purge").is_none());
+    }
+
+    #[test]
+    fn dead_list_is_bounded_and_the_rest_counted() {
+        let mut report = Report::new("run");
+        let stored = StoredDelivery {
+            source: "s".into(),
+            delivery_id: "d".into(),
+            attempt: 3,
+            event_type: None,
+            payload: None,
+            headers: BTreeMap::new(),
+            last_error: None,
+        };
+        for _ in 0..MAX_DEAD_LISTED + 5 {
+            report.record_dead(&stored, "boom".into());
+        }
+        assert_eq!(report.dead.len(), MAX_DEAD_LISTED);
+        assert_eq!(report.dead_not_listed, 5);
+        assert_eq!(report.redriven.dead, MAX_DEAD_LISTED as u64 + 5);
+    }
+}

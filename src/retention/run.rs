@@ -1,0 +1,374 @@
+//! A run's phases and the operator commands that change rows: reclaim and re-drive, purge, trim,
+//! replay and migrate, each in bounded steps that stop at the invocation's deadline.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{Backlog, MigrateReport, ReplayReport, Report, Retention, RetentionError};
+use crate::db::{classify, DbError, Session};
+use crate::pipeline::{self, Settled};
+use crate::processor::{Delivery, Processor};
+use crate::schema;
+use crate::store::{self, Attempt, Claimant, Finish, StoredDelivery};
+
+/// The error recorded on a reclaimed row whose payload was already trimmed.
+pub const TRIMMED_PAYLOAD_ERROR: &str =
+    "payload was trimmed before the delivery finished; it cannot be re-driven";
+
+/// Time kept back from the deadline for reporting after the work has stopped.
+const REPORT_RESERVE: Duration = Duration::from_millis(250);
+
+/// Where the work must stop: the deadline minus the margin, as a monotonic instant.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    deadline: SystemTime,
+    stop_at: Instant,
+}
+
+impl Clock {
+    pub(super) fn new(deadline: SystemTime, margin: Duration) -> Self {
+        let left = deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        Clock {
+            deadline,
+            stop_at: Instant::now() + left.saturating_sub(margin),
+        }
+    }
+
+    fn expired(&self) -> bool {
+        Instant::now() >= self.stop_at
+    }
+
+    /// Time until the invocation itself ends.
+    fn until_deadline(&self) -> Duration {
+        self.deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default()
+    }
+}
+
+impl<P: Processor> Retention<P> {
+    /// A normal run: reclaim and re-drive, then purge, then trim, each until done or the clock
+    /// runs out; then count what is left.
+    pub(super) async fn run(
+        &self,
+        session: &mut Session<'_>,
+        clock: Clock,
+        report: &mut Report,
+    ) -> Result<(), RetentionError> {
+        let reclaimed_all = self.reclaim(session, clock, report).await?;
+        let purged_all = reclaimed_all
+            && self
+                .purge(session, self.settings.retention, clock, report)
+                .await?;
+        let trimmed_all = purged_all && self.trim(session, clock, report).await?;
+        report.stopped_early = !trimmed_all;
+        report.remaining = self
+            .remaining(
+                session,
+                clock,
+                self.settings.retention,
+                purged_all,
+                trimmed_all,
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Takes over expired leases and due retries one at a time and runs each through the
+    /// pipeline. Returns whether it ran out of work (rather than time).
+    ///
+    /// The whole run claims under one owner token, and the reclaim skips rows that token already
+    /// held, so each delivery is attempted at most once per run.
+    async fn reclaim(
+        &self,
+        session: &mut Session<'_>,
+        clock: Clock,
+        report: &mut Report,
+    ) -> Result<bool, RetentionError> {
+        let owner = owner_token();
+        loop {
+            if clock.expired() {
+                return Ok(false);
+            }
+            let claimant = Claimant {
+                owner: &owner,
+                lease: clock.until_deadline() + self.lease_margin,
+            };
+            let next = session.reclaim_next(claimant).await?;
+            let Some(stored) = next else {
+                return Ok(true);
+            };
+            report.reclaimed += 1;
+            let settled = self.redrive(session, &stored, &owner).await?;
+            log_redrive(&stored, &settled);
+            report.record(&stored, &settled);
+        }
+    }
+
+    /// Runs a claimed stored delivery through the pipeline; one without its payload is marked
+    /// dead, since there is nothing to run.
+    async fn redrive(
+        &self,
+        session: &mut Session<'_>,
+        stored: &StoredDelivery,
+        owner: &str,
+    ) -> Result<Settled, DbError> {
+        let Some(delivery) = delivery_of(stored) else {
+            let at = Attempt {
+                source: &stored.source,
+                delivery_id: &stored.delivery_id,
+                attempt: stored.attempt,
+                owner,
+            };
+            let finish = session.finish_dead(&at, TRIMMED_PAYLOAD_ERROR).await?;
+            return Ok(match finish {
+                Finish::Applied => Settled::Dead {
+                    error: TRIMMED_PAYLOAD_ERROR.into(),
+                },
+                Finish::Fenced => Settled::Fenced,
+            });
+        };
+        pipeline::run_claimed(session, &self.processor, &delivery, owner, &self.retry).await
+    }
+
+    /// Deletes finished rows older than `horizon` in batches. Returns whether it ran out of work.
+    pub(super) async fn purge(
+        &self,
+        session: &mut Session<'_>,
+        horizon: Duration,
+        clock: Clock,
+        report: &mut Report,
+    ) -> Result<bool, RetentionError> {
+        let batch = self.settings.batch_size;
+        loop {
+            if clock.expired() {
+                return Ok(false);
+            }
+            let n = session.purge_batch(horizon, batch).await?;
+            report.purged += n;
+            if n < batch as u64 {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Drops old payloads in batches, if trimming is configured. Returns whether it ran out of
+    /// work.
+    async fn trim(
+        &self,
+        session: &mut Session<'_>,
+        clock: Clock,
+        report: &mut Report,
+    ) -> Result<bool, RetentionError> {
+        let Some(horizon) = self.settings.trim_after else {
+            return Ok(true);
+        };
+        let batch = self.settings.batch_size;
+        let mut cursor = None;
+        loop {
+            if clock.expired() {
+                return Ok(false);
+            }
+            let trimmed = session.trim_batch(horizon, cursor, batch).await?;
+            report.trimmed += trimmed.count;
+            if trimmed.count < batch as u64 {
+                return Ok(true);
+            }
+            cursor = trimmed.cursor;
+        }
+    }
+
+    /// Counts what a run would find now (with `purge_after` as the purge horizon).
+    pub(super) async fn backlog(
+        &self,
+        session: &mut Session<'_>,
+        purge_after: Duration,
+    ) -> Result<Backlog, DbError> {
+        let reclaim = session.count_reclaimable().await?;
+        let purge = session.count_purgeable(purge_after).await?;
+        let trim = match self.settings.trim_after {
+            Some(trim_after) => {
+                session.count_trimmable(trim_after, purge_after).await?
+            }
+            None => 0,
+        };
+        Ok(Backlog {
+            reclaim,
+            purge,
+            trim,
+        })
+    }
+
+    /// What is left after a run. A phase that ran out of work leaves nothing (rows a concurrent
+    /// claim held are picked up next time) and is not counted again; a phase the clock stopped
+    /// is counted. Counting must not outlive the invocation: if it cannot finish before the
+    /// deadline, the report says `null` rather than losing the whole report to a timeout.
+    pub(super) async fn remaining(
+        &self,
+        session: &mut Session<'_>,
+        clock: Clock,
+        purge_after: Duration,
+        purge_finished: bool,
+        trim_finished: bool,
+    ) -> Option<Backlog> {
+        let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
+        let count = async {
+            let reclaim = session.count_reclaimable().await?;
+            let purge = if purge_finished {
+                0
+            } else {
+                session.count_purgeable(purge_after).await?
+            };
+            let trim = match self.settings.trim_after {
+                Some(trim_after) if !trim_finished => {
+                    session.count_trimmable(trim_after, purge_after).await?
+                }
+                _ => 0,
+            };
+            Ok::<_, DbError>(Backlog {
+                reclaim,
+                purge,
+                trim,
+            })
+        };
+        match tokio::time::timeout(budget, count).await {
+            Ok(Ok(backlog)) => Some(backlog),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not count the remaining work");
+                None
+            }
+            Err(_) => {
+                // A statement may still be running on the connection; start afresh next time.
+                session.discard();
+                tracing::warn!("no time left to count the remaining work");
+                None
+            }
+        }
+    }
+
+    pub(super) async fn replay(
+        &self,
+        session: &mut Session<'_>,
+        source: &str,
+        delivery_id: &str,
+        force: bool,
+        clock: Clock,
+        report: &mut Report,
+    ) -> Result<(), RetentionError> {
+        let owner = owner_token();
+        let claimant = Claimant {
+            owner: &owner,
+            lease: clock.until_deadline() + self.lease_margin,
+        };
+        let taken = session
+            .take_for_replay(source, delivery_id, claimant, force)
+            .await?;
+        let Some(stored) = taken else {
+            let state = session.state(source, delivery_id).await?;
+            return Err(refusal(source, delivery_id, state));
+        };
+        report.reclaimed += 1;
+        let settled = self.redrive(session, &stored, &owner).await?;
+        log_redrive(&stored, &settled);
+        report.record(&stored, &settled);
+        report.replay = Some(ReplayReport {
+            outcome: settled.name(),
+            error: settled.error().map(str::to_owned),
+            retry_in_secs: match settled {
+                Settled::Failed { retry_in, .. } => Some(retry_in.as_secs_f64()),
+                _ => None,
+            },
+            source: stored.source,
+            delivery_id: stored.delivery_id,
+            attempt: stored.attempt,
+        });
+        Ok(())
+    }
+
+    pub(super) async fn migrate(
+        &self,
+        session: &mut Session<'_>,
+        report: &mut Report,
+    ) -> Result<(), RetentionError> {
+        let client = session.client().await?;
+        let applied = schema::migrate(client).await.map_err(classify)?;
+        let version = schema::current_version(&**client).await.map_err(classify)?;
+        if !applied.is_empty() {
+            tracing::info!(versions = ?applied, "schema migrations applied");
+        }
+        report.migrations = Some(MigrateReport { applied, version });
+        self.ready.ensure(session, &self.processor).await?;
+        Ok(())
+    }
+}
+
+
+/// Why a replay could not take the delivery, from its current state.
+fn refusal(source: &str, delivery_id: &str, state: Option<store::DeliveryState>) -> RetentionError {
+    let key = format!("{source}/{delivery_id}");
+    let Some(state) = state else {
+        return RetentionError::NotFound(format!("no delivery {key}"));
+    };
+    let why = if !state.has_payload {
+        "its payload was trimmed, so there is nothing to run".to_string()
+    } else if state.status == "done" {
+        "it is already done; send \"force\": true to run it again".to_string()
+    } else if state.status == "processing" {
+        "an invocation holds its lease; try again after the lease ends".to_string()
+    } else {
+        format!("its status is {}", state.status)
+    };
+    RetentionError::ReplayRefused(format!("{key}: {why}"))
+}
+
+/// The processor's view of a stored delivery; `None` when its payload was trimmed.
+pub fn delivery_of(stored: &StoredDelivery) -> Option<Delivery> {
+    Some(Delivery {
+        source: stored.source.clone(),
+        delivery_id: stored.delivery_id.clone(),
+        event_type: stored.event_type.clone(),
+        payload: stored.payload.clone()?,
+        headers: stored.headers.clone(),
+        attempt: stored.attempt,
+    })
+}
+
+fn log_redrive(stored: &StoredDelivery, settled: &Settled) {
+    tracing::info!(
+        source = %stored.source,
+        delivery_id = %stored.delivery_id,
+        attempt = stored.attempt,
+        outcome = settled.name(),
+        error = settled.error(),
+        "re-driven"
+    );
+}
+
+fn owner_token() -> String {
+    format!("retention-{:032x}", fastrand::u128(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_trimmed_delivery_has_no_processor_view() {
+        let mut stored = StoredDelivery {
+            source: "s".into(),
+            delivery_id: "d".into(),
+            attempt: 2,
+            event_type: Some("t".into()),
+            payload: None,
+            headers: BTreeMap::from([("h".into(), "v".into())]),
+            last_error: None,
+        };
+        assert!(delivery_of(&stored).is_none());
+        stored.payload = Some(b"{}".to_vec());
+        let d = delivery_of(&stored).unwrap();
+        assert_eq!((d.attempt, d.payload.as_slice()), (2, &b"{}"[..]));
+    }
+}

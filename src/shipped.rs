@@ -1,0 +1,72 @@
+//! The processors hookclaim ships, as one choice made from the configuration
+//! (`HOOKCLAIM_PROCESSOR`). Both shipped binaries run [`Shipped::from_config`], so the webhook
+//! and retention functions can never run different processors.
+
+use tokio_postgres::Transaction;
+
+use crate::config::{Config, ProcessorChoice};
+use crate::forward::Forwarder;
+use crate::licence::Licences;
+use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly};
+use crate::work::Work;
+
+/// One of the shipped processors.
+pub enum Shipped {
+    /// The table is the inbox.
+    Store(StoreOnly),
+    /// The in-transaction example: one licence key per order.
+    Licence(Licences),
+    /// Posts each delivery to `FORWARD_URL` with an idempotency key.
+    Forward(Box<Forwarder>),
+}
+
+impl Shipped {
+    /// The processor `HOOKCLAIM_PROCESSOR` names.
+    pub fn from_config(config: &Config) -> Result<Self, BoxError> {
+        Ok(match &config.processor {
+            ProcessorChoice::Store => Shipped::Store(StoreOnly),
+            ProcessorChoice::Licence => Shipped::Licence(Licences),
+            ProcessorChoice::Forward { url, timeout } => {
+                Shipped::Forward(Box::new(Forwarder::new(url.clone(), *timeout)?))
+            }
+        })
+    }
+}
+
+impl Processor for Shipped {
+    fn name(&self) -> &'static str {
+        match self {
+            Shipped::Store(p) => p.name(),
+            Shipped::Licence(p) => p.name(),
+            Shipped::Forward(p) => p.name(),
+        }
+    }
+
+    fn store_only(&self) -> bool {
+        match self {
+            Shipped::Store(p) => p.store_only(),
+            Shipped::Licence(p) => p.store_only(),
+            Shipped::Forward(p) => p.store_only(),
+        }
+    }
+
+    async fn setup(&self, tx: &Transaction<'_>) -> Result<(), tokio_postgres::Error> {
+        match self {
+            Shipped::Store(p) => p.setup(tx).await,
+            Shipped::Licence(p) => p.setup(tx).await,
+            Shipped::Forward(p) => p.setup(tx).await,
+        }
+    }
+
+    async fn process(
+        &self,
+        delivery: &Delivery,
+        work: &mut Work<'_>,
+    ) -> Result<Outcome, ProcessError> {
+        match self {
+            Shipped::Store(p) => p.process(delivery, work).await,
+            Shipped::Licence(p) => p.process(delivery, work).await,
+            Shipped::Forward(p) => p.process(delivery, work).await,
+        }
+    }
+}
