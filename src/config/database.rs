@@ -159,8 +159,8 @@ impl std::str::FromStr for TlsMode {
 /// Everything needed to open a connection.
 #[derive(Clone)]
 pub struct DbSettings {
-    /// Host, port, user, password, database (from `DATABASE_URL` or a secret); see
-    /// [`Credentials`] for what replaces which part at connect.
+    /// Host, port, user, password, database (from `DATABASE_URL` or a secret); a secret or an
+    /// IAM token replaces the login part at each connect.
     pub pg: tokio_postgres::Config,
     /// Encryption mode.
     pub tls: TlsMode,

@@ -7,11 +7,11 @@ use super::{bad, days, int, secs, ConfigError, Lookup};
 /// Which shipped processor the `webhook` and `retention` binaries run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessorChoice {
-    /// [`crate::processor::StoreOnly`].
+    /// [`crate::StoreOnly`].
     Store,
-    /// [`crate::processor::Licences`].
+    /// [`crate::Licences`].
     Licence,
-    /// [`crate::forward::Forwarder`] to `FORWARD_URL`.
+    /// [`crate::Forwarder`] to `FORWARD_URL`.
     Forward {
         /// Where deliveries are posted.
         url: http::Uri,
