@@ -81,6 +81,62 @@ async fn a_connection_that_dies_mid_claim_is_retried_once_on_a_new_connection() 
 }
 
 #[tokio::test]
+async fn a_warm_connection_to_a_node_turned_read_only_is_replaced_by_a_writable_one() {
+    // A failover while the environment is warm: the node its connection is on becomes read-only
+    // (demoted, or a standby in recovery), while a new connection reaches a writable primary.
+    // Its own server, because the read-only switch is cluster-wide.
+    let server = tokio::task::spawn_blocking(PgServer::start)
+        .await
+        .expect("server");
+    let admin = support::connect(&server.url("postgres")).await;
+    admin.batch_execute("CREATE DATABASE app").await.unwrap();
+    let url = server.url("app");
+    hookclaim::schema::migrate(&mut support::connect(&url).await)
+        .await
+        .unwrap();
+    let hook = support::webhook(&url, &[], StoreOnly).await;
+    let before = hook
+        .handle(github_request(Format::HttpApiV2, "f1", b"{}", false))
+        .await;
+    assert_eq!(answer(&before).0, 200);
+    let connects = hook.database().connect_count();
+
+    // Sessions that exist now turn read-only at the reload; new ones to `app` stay writable.
+    admin
+        .batch_execute("ALTER DATABASE app SET default_transaction_read_only = off")
+        .await
+        .unwrap();
+    admin
+        .batch_execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        .await
+        .unwrap();
+    admin
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .unwrap();
+
+    for id in ["f2", "f3"] {
+        let resp = hook
+            .handle(github_request(Format::HttpApiV2, id, b"{}", false))
+            .await;
+        assert_eq!(
+            answer(&resp),
+            (
+                200,
+                serde_json::json!({"status": "processed", "delivery_id": id})
+            )
+        );
+    }
+    assert_eq!(
+        hook.database().connect_count(),
+        connects + 1,
+        "one new connection replaces the read-only one"
+    );
+    let admin_app = support::connect(&url).await;
+    assert_eq!(delivery_count(&admin_app).await, 3);
+}
+
+#[tokio::test]
 async fn database_down_answers_503_within_the_connect_timeout_and_a_redelivery_succeeds_after() {
     let server = PgServer::start();
     let url = server.url("postgres");

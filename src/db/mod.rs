@@ -259,9 +259,12 @@ impl Database {
             Ok(pg) => pg,
             Err(e) => return ConnectAttempt::Failed(e),
         };
+        // read-write: a node that is read-only (a standby, or a primary being demoted) is
+        // refused at connect, so a reconnect after a failover never settles on it.
         pg.connect_timeout(self.settings.connect_timeout)
             .keepalives(true)
-            .keepalives_idle(self.settings.keepalive_idle);
+            .keepalives_idle(self.settings.keepalive_idle)
+            .target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
         if let Some(options) = startup_options(&self.settings) {
             pg.options(options);
         }
@@ -476,8 +479,10 @@ pub fn classify(e: tokio_postgres::Error) -> DbError {
     }
 }
 
-/// True for errors that mean the connection is unusable: closed sockets, I/O errors, and the
-/// server's shutdown and connection-exception codes (including `pg_terminate_backend`).
+/// True for errors that mean the connection is unusable: closed sockets, I/O errors, the
+/// server's shutdown and connection-exception codes (including `pg_terminate_backend`), and a
+/// server that no longer accepts writes (25006: after a failover the old primary is read-only or
+/// a standby in recovery, while the endpoint's name already leads to the new primary).
 pub fn is_connection_error(e: &tokio_postgres::Error) -> bool {
     if e.is_closed() {
         return true;
@@ -486,6 +491,7 @@ pub fn is_connection_error(e: &tokio_postgres::Error) -> bool {
         return code == &SqlState::ADMIN_SHUTDOWN
             || code == &SqlState::CRASH_SHUTDOWN
             || code == &SqlState::CANNOT_CONNECT_NOW
+            || code == &SqlState::READ_ONLY_SQL_TRANSACTION
             || code.code().starts_with("08");
     }
     // No SQLSTATE: an I/O or protocol failure underneath.
