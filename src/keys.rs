@@ -140,7 +140,7 @@ impl Keys {
         }
     }
 
-#[cfg(feature = "internals")]
+    #[cfg(feature = "internals")]
     /// How many times the secrets were fetched from their store.
     pub fn fetch_count(&self) -> u64 {
         self.fetches.load(Ordering::Relaxed)

@@ -291,6 +291,19 @@ mod tests {
     }
 
     #[test]
+    fn no_configuration_type_prints_a_secret_through_debug() {
+        let c = with(&[
+            ("HOOKCLAIM_SECRETS", r#"{"stripe":"whsec_topsecret"}"#),
+            ("DATABASE_URL", "postgres://app:hunter2pw@db.internal/app"),
+        ])
+        .unwrap();
+        let printed = format!("{c:?} {c:#?} {:?}", c.database.settings(Default::default()));
+        for secret in ["topsecret", "hunter2pw"] {
+            assert!(!printed.contains(secret), "{secret} in {printed}");
+        }
+    }
+
+    #[test]
     fn hmac_source_reads_every_field() {
         let s = parse_sources(
             r#"{"acme":{"kind":"hmac","signature_header":"X-Sig","prefix":"sha256=",

@@ -25,8 +25,8 @@ pub struct Source {
     pub max_body_bytes: usize,
 }
 
-/// Where webhook secrets come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where webhook secrets come from. `Debug` leaves the inline document out.
+#[derive(Clone, PartialEq, Eq)]
 pub enum SecretsFrom {
     /// `HOOKCLAIM_SECRETS`: the secrets document in an environment variable (local use).
     Env(String),
@@ -37,6 +37,22 @@ pub enum SecretsFrom {
         /// Cached secrets younger than this are not refetched after a failed verification.
         min_refresh_interval: Duration,
     },
+}
+
+impl std::fmt::Debug for SecretsFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretsFrom::Env(_) => f.write_str("Env([redacted])"),
+            SecretsFrom::SecretsManager {
+                arn,
+                min_refresh_interval,
+            } => f
+                .debug_struct("SecretsManager")
+                .field("arn", arn)
+                .field("min_refresh_interval", min_refresh_interval)
+                .finish(),
+        }
+    }
 }
 
 /// How a source is written in `HOOKCLAIM_SOURCES`.
