@@ -24,6 +24,7 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub struct Forwarder {
     url: http::Uri,
     timeout: Duration,
+    conflict: Conflict,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
@@ -40,8 +41,15 @@ impl Forwarder {
         Ok(Forwarder {
             url,
             timeout,
+            conflict: Conflict::Retry,
             client: Client::builder(TokioExecutor::new()).build(https),
         })
+    }
+
+    /// Reads a 409 from the endpoint as `conflict` says (the default is [`Conflict::Retry`]).
+    pub fn with_conflict(mut self, conflict: Conflict) -> Self {
+        self.conflict = conflict;
+        self
     }
 
     fn request(&self, d: &Delivery) -> Result<http::Request<Full<Bytes>>, http::Error> {
@@ -66,12 +74,23 @@ impl Forwarder {
     }
 }
 
-/// How the endpoint's answer is read: 2xx (and 409, "already done with this key") is done;
-/// 408, 429 and 5xx are worth retrying; any other 4xx will never succeed.
-pub fn outcome_of(status: http::StatusCode) -> Outcome {
-    match status.as_u16() {
-        200..=299 | 409 => Outcome::Done,
-        408 | 429 | 500..=599 => Outcome::Retry(format!("forward endpoint answered {status}")),
+/// What a 409 Conflict from the endpoint means (`FORWARD_CONFLICT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// A request with this key is still being processed (Stripe-style APIs): try again later.
+    Retry,
+    /// A request with this key was already done: the delivery is done.
+    Done,
+}
+
+/// How the endpoint's answer is read: 2xx is done; 409 as `conflict` says; 408, 429 and 5xx are
+/// worth retrying; any other 4xx will never succeed.
+pub fn outcome_of(status: http::StatusCode, conflict: Conflict) -> Outcome {
+    match (status.as_u16(), conflict) {
+        (200..=299, _) | (409, Conflict::Done) => Outcome::Done,
+        (408 | 409 | 429 | 500..=599, _) => {
+            Outcome::Retry(format!("forward endpoint answered {status}"))
+        }
         _ => Outcome::Permanent(format!("forward endpoint answered {status}")),
     }
 }
@@ -100,7 +119,7 @@ impl Processor for Forwarder {
         Ok(match tokio::time::timeout(self.timeout, call).await {
             Err(_) => Outcome::Retry("forward endpoint timed out".into()),
             Ok(Err(e)) => Outcome::Retry(format!("forward failed: {e}")),
-            Ok(Ok(status)) => outcome_of(status),
+            Ok(Ok(status)) => outcome_of(status, self.conflict),
         })
     }
 }
@@ -111,33 +130,22 @@ mod tests {
 
     #[test]
     fn endpoint_answers_map_to_outcomes() {
-        let done = [200, 201, 204, 409];
-        let retry = [408, 429, 500, 502, 503];
-        let permanent = [400, 401, 403, 404, 410, 422];
-        for s in done {
-            assert_eq!(
-                outcome_of(http::StatusCode::from_u16(s).unwrap()),
-                Outcome::Done,
-                "{s}"
-            );
+        let status = |s: u16| http::StatusCode::from_u16(s).unwrap();
+        let retry = |o: Outcome| matches!(o, Outcome::Retry(_));
+        let permanent = |o: Outcome| matches!(o, Outcome::Permanent(_));
+        for conflict in [Conflict::Retry, Conflict::Done] {
+            for s in [200, 201, 204] {
+                assert_eq!(outcome_of(status(s), conflict), Outcome::Done, "{s}");
+            }
+            for s in [408, 429, 500, 502, 503] {
+                assert!(retry(outcome_of(status(s), conflict)), "{s}");
+            }
+            for s in [400, 401, 403, 404, 410, 422] {
+                assert!(permanent(outcome_of(status(s), conflict)), "{s}");
+            }
         }
-        for s in retry {
-            assert!(
-                matches!(
-                    outcome_of(http::StatusCode::from_u16(s).unwrap()),
-                    Outcome::Retry(_)
-                ),
-                "{s}"
-            );
-        }
-        for s in permanent {
-            assert!(
-                matches!(
-                    outcome_of(http::StatusCode::from_u16(s).unwrap()),
-                    Outcome::Permanent(_)
-                ),
-                "{s}"
-            );
-        }
+        // A 409 means "in flight with this key" unless configured to mean "already done".
+        assert!(retry(outcome_of(status(409), Conflict::Retry)));
+        assert_eq!(outcome_of(status(409), Conflict::Done), Outcome::Done);
     }
 }

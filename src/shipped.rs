@@ -5,7 +5,7 @@
 use tokio_postgres::Transaction;
 
 use crate::config::{Config, ProcessorChoice};
-use crate::forward::Forwarder;
+use crate::forward::{Conflict, Forwarder};
 use crate::licence::Licences;
 use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use crate::work::Work;
@@ -26,8 +26,17 @@ impl Shipped {
         Ok(match &config.processor {
             ProcessorChoice::Store => Shipped::Store(StoreOnly),
             ProcessorChoice::Licence => Shipped::Licence(Licences),
-            ProcessorChoice::Forward { url, timeout } => {
-                Shipped::Forward(Box::new(Forwarder::new(url.clone(), *timeout)?))
+            ProcessorChoice::Forward {
+                url,
+                timeout,
+                conflict_is_done,
+            } => {
+                let conflict = match conflict_is_done {
+                    true => Conflict::Done,
+                    false => Conflict::Retry,
+                };
+                let forwarder = Forwarder::new(url.clone(), *timeout)?.with_conflict(conflict);
+                Shipped::Forward(Box::new(forwarder))
             }
         })
     }

@@ -213,6 +213,14 @@ mod tests {
                 ],
                 "FORWARD_URL",
             ),
+            (
+                &[
+                    ("HOOKCLAIM_PROCESSOR", "forward"),
+                    ("FORWARD_URL", "https://x"),
+                    ("FORWARD_CONFLICT", "ignore"),
+                ],
+                "FORWARD_CONFLICT",
+            ),
             (&[("DATABASE_IAM_AUTH", "yes")], "DATABASE_IAM_AUTH"),
             (
                 &[("DATABASE_IAM_AUTH", "true"), ("DATABASE_TLS", "disable")],

@@ -17,6 +17,8 @@ pub enum ProcessorChoice {
         url: http::Uri,
         /// Bound on one call.
         timeout: Duration,
+        /// `FORWARD_CONFLICT=done`: a 409 from the endpoint means done; otherwise it is retried.
+        conflict_is_done: bool,
     },
 }
 
@@ -96,6 +98,16 @@ pub(super) fn read_processor(get: Lookup<'_>) -> Result<ProcessorChoice, ConfigE
                         )
                     })?,
                 timeout: Duration::from_millis(int(get, "FORWARD_TIMEOUT_MS", 5000, 100, 60_000)?),
+                conflict_is_done: match get("FORWARD_CONFLICT").as_deref().unwrap_or("retry") {
+                    "retry" => false,
+                    "done" => true,
+                    other => {
+                        return Err(bad(
+                            "FORWARD_CONFLICT",
+                            format!("{other:?} is not one of retry, done"),
+                        ))
+                    }
+                },
             },
             other => {
                 return Err(bad(
