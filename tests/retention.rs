@@ -16,6 +16,7 @@ use hookclaim::verify::IdOrigin;
 use hookclaim::work::Work;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use support::ledger::{exists, expire_lease, licences, make_due, state, status};
 use support::TestDb;
 use tokio_postgres::Client;
 
@@ -107,25 +108,6 @@ async fn claim(c: &Client, id: &str, body: &str, owner: &str) -> Claim {
     store::claim(c, &new, claimant, false).await.unwrap()
 }
 
-async fn expire_lease(c: &Client, id: &str) {
-    c.execute(
-        "UPDATE hookclaim_deliveries SET lease_until = now() - interval '1 second'
-          WHERE delivery_id = $1",
-        &[&id],
-    )
-    .await
-    .unwrap();
-}
-
-async fn make_due(c: &Client, id: &str) {
-    c.execute(
-        "UPDATE hookclaim_deliveries SET next_attempt_at = now() WHERE delivery_id = $1",
-        &[&id],
-    )
-    .await
-    .unwrap();
-}
-
 /// Inserts a row in `status`, received (and, when finished, completed) `days_ago`.
 async fn insert(c: &Client, source: &str, id: &str, status: &str, days_ago: i32) {
     c.execute(
@@ -142,32 +124,6 @@ async fn insert(c: &Client, source: &str, id: &str, status: &str, days_ago: i32)
     )
     .await
     .unwrap();
-}
-
-async fn state(c: &Client, id: &str) -> store::DeliveryState {
-    store::state(c, "stripe", id)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{id} exists"))
-}
-
-async fn status(c: &Client, id: &str) -> (String, i32) {
-    let st = state(c, id).await;
-    (st.status, st.attempt)
-}
-
-async fn exists(c: &Client, id: &str) -> bool {
-    store::state(c, "stripe", id).await.unwrap().is_some()
-}
-
-async fn licences(c: &Client, order: &str) -> i64 {
-    c.query_one(
-        "SELECT count(*) FROM hookclaim_example_licences WHERE order_id = $1",
-        &[&order],
-    )
-    .await
-    .unwrap()
-    .get(0)
 }
 
 /// Seconds between when the row last changed and its next attempt: the backoff it was given.
@@ -245,9 +201,15 @@ async fn expired_lease_is_redriven_to_done_once_and_a_live_lease_is_left_alone()
 
     assert_eq!(report.reclaimed, 1);
     assert_eq!(report.redriven.ok, 1);
-    assert_eq!(status(&c, "evt_expired").await, ("done".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_expired").await,
+        ("done".into(), 2)
+    );
     assert_eq!(licences(&c, "order-1").await, 1, "exactly one licence");
-    assert_eq!(status(&c, "evt_live").await, ("processing".into(), 1));
+    assert_eq!(
+        status(&c, "stripe", "evt_live").await,
+        ("processing".into(), 1)
+    );
     assert_eq!(licences(&c, "order-2").await, 0, "live lease untouched");
 
     let again = run(&r).await;
@@ -282,10 +244,13 @@ async fn due_failed_row_is_redriven_and_a_not_yet_due_one_is_not() {
     let report = run(&r).await;
 
     assert_eq!((report.reclaimed, report.redriven.ok), (1, 1));
-    assert_eq!(status(&c, "evt_due").await, ("done".into(), 2));
-    assert_eq!(state(&c, "evt_due").await.last_error, None);
+    assert_eq!(status(&c, "stripe", "evt_due").await, ("done".into(), 2));
+    assert_eq!(state(&c, "stripe", "evt_due").await.last_error, None);
     assert_eq!(licences(&c, "order-d").await, 1);
-    assert_eq!(status(&c, "evt_later").await, ("failed".into(), 1));
+    assert_eq!(
+        status(&c, "stripe", "evt_later").await,
+        ("failed".into(), 1)
+    );
     assert_eq!(licences(&c, "order-l").await, 0);
 }
 
@@ -306,18 +271,27 @@ async fn failing_redrive_backs_off_with_growing_delays_and_ends_dead_after_max_a
     // Attempt 2: failed, due again after backoff(2) = 10..20 s.
     let first = run(&r).await;
     assert_eq!((first.reclaimed, first.redriven.failed), (1, 1));
-    assert_eq!(status(&c, "evt_poison").await, ("failed".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_poison").await,
+        ("failed".into(), 2)
+    );
     let delay2 = backoff_secs(&c, "evt_poison").await;
     assert!((10.0..20.0).contains(&delay2), "{delay2}");
     assert_eq!(
-        state(&c, "evt_poison").await.last_error.as_deref(),
+        state(&c, "stripe", "evt_poison")
+            .await
+            .last_error
+            .as_deref(),
         Some("downstream answered 503")
     );
 
     // Not due yet: a run leaves it alone.
     let idle = run(&r).await;
     assert_eq!(idle.reclaimed, 0);
-    assert_eq!(status(&c, "evt_poison").await, ("failed".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_poison").await,
+        ("failed".into(), 2)
+    );
 
     // Attempt 3: failed again, with a longer delay (20..40 s).
     make_due(&c, "evt_poison").await;
@@ -338,7 +312,7 @@ async fn failing_redrive_backs_off_with_growing_delays_and_ends_dead_after_max_a
         dead.error,
         "gave up after 4 attempts: downstream answered 503"
     );
-    let st = state(&c, "evt_poison").await;
+    let st = state(&c, "stripe", "evt_poison").await;
     assert_eq!((st.status.as_str(), st.attempt), ("dead", 4));
     assert_eq!(st.last_error.as_deref(), Some(dead.error.as_str()));
     assert!(st.has_payload, "kept for a manual replay");
@@ -364,7 +338,7 @@ async fn each_due_delivery_gets_at_most_one_attempt_per_run_even_without_backoff
     let first = run(&r).await;
 
     assert_eq!((first.reclaimed, first.redriven.failed), (1, 1));
-    assert_eq!(status(&c, "evt_spin").await, ("failed".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_spin").await, ("failed".into(), 2));
     assert_eq!(
         first.remaining.map(|b| b.reclaim),
         Some(1),
@@ -372,7 +346,7 @@ async fn each_due_delivery_gets_at_most_one_attempt_per_run_even_without_backoff
     );
     let second = run(&r).await;
     assert_eq!(second.reclaimed, 1);
-    assert_eq!(status(&c, "evt_spin").await, ("failed".into(), 3));
+    assert_eq!(status(&c, "stripe", "evt_spin").await, ("failed".into(), 3));
 }
 
 #[tokio::test]
@@ -394,7 +368,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     );
     expire_lease(&c, "evt_zombie").await;
     assert_eq!(run(&r).await.redriven.ok, 1);
-    assert_eq!(status(&c, "evt_zombie").await, ("done".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_zombie").await, ("done".into(), 2));
     let before = snapshot(&c).await;
 
     // The first invocation thaws and finishes its attempt 1, by every route it has.
@@ -457,7 +431,7 @@ async fn a_reclaimed_row_without_its_payload_is_marked_dead_with_a_clear_error()
 
     assert_eq!((report.reclaimed, report.redriven.dead), (1, 1));
     assert_eq!(report.dead[0].error, TRIMMED_PAYLOAD_ERROR);
-    let st = state(&c, "evt_bare").await;
+    let st = state(&c, "stripe", "evt_bare").await;
     assert_eq!((st.status.as_str(), st.attempt), ("dead", 2));
     assert_eq!(st.last_error.as_deref(), Some(TRIMMED_PAYLOAD_ERROR));
     assert_eq!(licences(&c, "order-b").await, 0);
@@ -495,11 +469,11 @@ async fn purge_deletes_exactly_the_finished_rows_past_the_horizon() {
     assert!(!report.stopped_early);
     assert_eq!(report.remaining, Some(Backlog::default()));
     for i in 0..5 {
-        assert!(!exists(&c, &format!("old_done_{i}")).await);
+        assert!(!exists(&c, "stripe", &format!("old_done_{i}")).await);
     }
-    assert!(!exists(&c, "old_dead").await);
+    assert!(!exists(&c, "stripe", "old_dead").await);
     for kept in ["recent_done", "recent_dead", "old_processing", "old_failed"] {
-        assert!(exists(&c, kept).await, "{kept} must stay");
+        assert!(exists(&c, "stripe", kept).await, "{kept} must stay");
     }
 }
 
@@ -526,24 +500,21 @@ async fn trim_drops_old_payloads_keeps_keys_and_a_redelivery_is_still_a_duplicat
     assert_eq!(report.purged, 1, "the 40-day row is purged, not trimmed");
     assert_eq!(report.trimmed, 5, "in batches of 2, walked once");
     for i in 0..5 {
-        let st = state(&c, &format!("week_old_{i}")).await;
+        let st = state(&c, "stripe", &format!("week_old_{i}")).await;
         assert!(!st.has_payload);
         assert_eq!(st.status, "done", "the key stays");
     }
     for kept in ["fresh_done", "week_old_dead", "week_old_failed"] {
         assert!(
-            state(&c, kept).await.has_payload,
+            state(&c, "stripe", kept).await.has_payload,
             "{kept} keeps its payload"
         );
     }
-    let trimmed_at: i64 = c
-        .query_one(
-            "SELECT count(*) FROM hookclaim_deliveries WHERE payload_trimmed_at IS NOT NULL",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let trimmed_at = support::count(
+        &c,
+        "SELECT count(*) FROM hookclaim_deliveries WHERE payload_trimmed_at IS NOT NULL",
+    )
+    .await;
     assert_eq!(trimmed_at, 5);
 
     // The sender redelivers a trimmed one: still a duplicate, with the same payload hash.
@@ -604,7 +575,7 @@ async fn a_large_purge_stops_at_the_deadline_and_the_next_run_finishes_it() {
     assert!(!next.stopped_early);
     assert_eq!(next.purged, left);
     assert_eq!(next.remaining, Some(Backlog::default()));
-    assert!(exists(&c, "recent").await);
+    assert!(exists(&c, "stripe", "recent").await);
     let total = short.purged + next.purged;
     let secs = (short.elapsed_ms + next.elapsed_ms) as f64 / 1000.0;
     println!(
@@ -705,10 +676,13 @@ async fn purge_command_uses_its_own_horizon_and_nothing_else() {
     assert_eq!(report.purged, 4, "everything finished more than 7 days ago");
     assert_eq!(report.reclaimed, 0, "purge only");
     for gone in ["old_done", "old_dead", "trimmable", "ten_days"] {
-        assert!(!exists(&c, gone).await, "{gone}");
+        assert!(!exists(&c, "stripe", gone).await, "{gone}");
     }
-    assert!(exists(&c, "fresh").await);
-    assert_eq!(status(&c, "evt_expired").await, ("processing".into(), 1));
+    assert!(exists(&c, "stripe", "fresh").await);
+    assert_eq!(
+        status(&c, "stripe", "evt_expired").await,
+        ("processing".into(), 1)
+    );
     assert_eq!(report.remaining.map(|b| b.purge), Some(0));
 }
 
@@ -757,7 +731,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
         ("evt_dead", 2)
     );
     assert_eq!(report.redriven.ok, 1);
-    assert_eq!(status(&c, "evt_dead").await, ("done".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_dead").await, ("done".into(), 2));
     assert_eq!(licences(&c, "order-r").await, 1);
 }
 
@@ -782,7 +756,7 @@ async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
     .await;
     expire_lease(&c, "evt_done").await;
     run(&r).await;
-    assert_eq!(status(&c, "evt_done").await, ("done".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_done").await, ("done".into(), 2));
     let before = snapshot(&c).await;
 
     let refused = r.handle(replay("evt_done", false), in_a_minute()).await;
@@ -803,7 +777,7 @@ async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
         .unwrap();
 
     assert_eq!(forced.replay.unwrap().outcome, "done");
-    assert_eq!(status(&c, "evt_done").await, ("done".into(), 3));
+    assert_eq!(status(&c, "stripe", "evt_done").await, ("done".into(), 3));
     assert_eq!(licences(&c, "order-f").await, 1, "the business key holds");
 }
 
@@ -839,7 +813,7 @@ async fn replay_that_fails_again_reports_the_error_and_the_backoff() {
     assert_eq!(outcome.error.as_deref(), Some("downstream answered 503"));
     let retry_in = outcome.retry_in_secs.unwrap();
     assert!((30.0..=60.0).contains(&retry_in), "{retry_in}");
-    assert_eq!(status(&c, "evt_f").await, ("failed".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_f").await, ("failed".into(), 2));
 }
 
 #[tokio::test]
@@ -1056,7 +1030,7 @@ async fn the_scheduled_event_and_an_empty_payload_each_start_a_normal_run() {
             "event {i}"
         );
         assert_eq!(licences(&c, "order-e").await, 1, "event {i}");
-        assert!(!exists(&c, "old_done").await, "event {i}");
+        assert!(!exists(&c, "stripe", "old_done").await, "event {i}");
     }
 }
 
