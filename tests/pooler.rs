@@ -829,6 +829,18 @@ async fn measure<P: Processor>(
     }
 }
 
+/// [`measure`]s `work` sent as new deliveries, then the same again as duplicates.
+async fn new_then_duplicate<P: Processor>(
+    envs: &[Arc<Webhook<P>>],
+    work: &[(String, String)],
+    admin: &Arc<Client>,
+    bouncer: Option<&PgBouncer>,
+) -> [Measured; 2] {
+    let new = measure(envs, work, admin, bouncer, &outcome(200, "processed")).await;
+    let dup = measure(envs, work, admin, bouncer, &outcome(200, "duplicate")).await;
+    [new, dup]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_per_second_through_the_pooler_and_direct_with_the_same_sixty_four_environments()
 {
@@ -869,44 +881,13 @@ async fn deliveries_per_second_through_the_pooler_and_direct_with_the_same_sixty
             let runs = match processor {
                 "licence" => {
                     let envs = environments(&url, overrides, Licences, ENVIRONMENTS).await;
-                    let new = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "processed"),
-                    )
-                    .await;
-                    let dup = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "duplicate"),
-                    )
-                    .await;
+                    let runs = new_then_duplicate(&envs, &work, &admin, bouncer.as_ref()).await;
                     assert_eq!(licence_count(&admin).await, work.len() as i64);
-                    [new, dup]
+                    runs
                 }
                 _ => {
                     let envs = environments(&url, overrides, StoreOnly, ENVIRONMENTS).await;
-                    let new = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "processed"),
-                    )
-                    .await;
-                    let dup = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "duplicate"),
-                    )
-                    .await;
-                    [new, dup]
+                    new_then_duplicate(&envs, &work, &admin, bouncer.as_ref()).await
                 }
             };
             for (kind, m) in ["new", "duplicate"].into_iter().zip(runs) {

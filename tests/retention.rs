@@ -39,6 +39,11 @@ fn policy(max_attempts: i32, base: Duration) -> RetryPolicy {
     }
 }
 
+/// Five attempts, the first retry 30 to 60 s later: for the tests that are not about backoff.
+fn usual_policy() -> RetryPolicy {
+    policy(5, Duration::from_secs(30))
+}
+
 /// The configuration a deployed function would read, pointed at the test database.
 fn config(db: &TestDb) -> Config {
     let vars = BTreeMap::from([
@@ -108,6 +113,16 @@ async fn claim(c: &Client, id: &str, body: &str, owner: &str) -> Claim {
     store::claim(c, &new, claimant, false).await.unwrap()
 }
 
+/// Attempt 1 at `id`, as webhook invocation `owner` claimed it with [`claim`].
+fn first_attempt<'a>(id: &'a str, owner: &'a str) -> Attempt<'a> {
+    Attempt {
+        source: "stripe",
+        delivery_id: id,
+        attempt: 1,
+        owner,
+    }
+}
+
 /// Inserts a row in `status`, received (and, when finished, completed) `days_ago`.
 async fn insert(c: &Client, source: &str, id: &str, status: &str, days_ago: i32) {
     c.execute(
@@ -173,13 +188,7 @@ impl Processor for AlwaysRetry {
 async fn expired_lease_is_redriven_to_done_once_and_a_live_lease_is_left_alone() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.prepare().await.unwrap();
     claim(
         &c,
@@ -221,22 +230,11 @@ async fn expired_lease_is_redriven_to_done_once_and_a_live_lease_is_left_alone()
 async fn due_failed_row_is_redriven_and_a_not_yet_due_one_is_not() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.prepare().await.unwrap();
     for (id, order, retry_in) in [("evt_due", "order-d", 0), ("evt_later", "order-l", 600)] {
         claim(&c, id, &order_body(id, order), "webhook").await;
-        let at = Attempt {
-            source: "stripe",
-            delivery_id: id,
-            attempt: 1,
-            owner: "webhook",
-        };
+        let at = first_attempt(id, "webhook");
         let finish = store::finish_failed(&c, &at, "timeout", Duration::from_secs(retry_in)).await;
         assert_eq!(finish.unwrap(), Finish::Applied);
     }
@@ -353,13 +351,7 @@ async fn each_due_delivery_gets_at_most_one_attempt_per_run_even_without_backoff
 async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.prepare().await.unwrap();
     let body = order_body("evt_zombie", "order-z");
     assert_eq!(
@@ -380,18 +372,13 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
         headers: BTreeMap::new(),
         attempt: 1,
     };
-    let retry = policy(5, Duration::from_secs(30));
+    let retry = usual_policy();
     let mut session = r.database().session().await;
     let done = pipeline::run_claimed(&mut session, &Licences, &delivery, "zombie", &retry).await;
     let failed =
         pipeline::run_claimed(&mut session, &AlwaysRetry, &delivery, "zombie", &retry).await;
     drop(session);
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_zombie",
-        attempt: 1,
-        owner: "zombie",
-    };
+    let at = first_attempt("evt_zombie", "zombie");
     let dead = store::finish_dead(&c, &at, "late").await.unwrap();
 
     assert_eq!(done.unwrap(), Settled::Fenced);
@@ -405,13 +392,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
 async fn a_reclaimed_row_without_its_payload_is_marked_dead_with_a_clear_error() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     claim(
         &c,
         "evt_bare",
@@ -447,13 +428,7 @@ async fn purge_deletes_exactly_the_finished_rows_past_the_horizon() {
         batch_size: 2,
         ..settings()
     };
-    let r = retention(
-        &db,
-        StoreOnly,
-        small_batches,
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, StoreOnly, small_batches, usual_policy()).await;
     for i in 0..5 {
         insert(&c, "stripe", &format!("old_done_{i}"), "done", 31 + i).await;
     }
@@ -486,7 +461,7 @@ async fn trim_drops_old_payloads_keeps_keys_and_a_redelivery_is_still_a_duplicat
         batch_size: 2,
         ..settings()
     };
-    let r = retention(&db, StoreOnly, trimming, policy(5, Duration::from_secs(30))).await;
+    let r = retention(&db, StoreOnly, trimming, usual_policy()).await;
     for i in 0..5 {
         insert(&c, "stripe", &format!("week_old_{i}"), "done", 8 + i).await;
     }
@@ -549,7 +524,7 @@ async fn a_large_purge_stops_at_the_deadline_and_the_next_run_finishes_it() {
         deadline_margin: Duration::from_secs(2),
         ..settings()
     };
-    let r = retention(&db, StoreOnly, defaults, policy(5, Duration::from_secs(30))).await;
+    let r = retention(&db, StoreOnly, defaults, usual_policy()).await;
     r.prepare().await.unwrap();
 
     // Three seconds to the deadline, two of them margin: about one second of work.
@@ -597,12 +572,7 @@ async fn mixed_ledger(c: &Client) {
     .await;
     expire_lease(c, "evt_expired").await;
     claim(c, "evt_due", &order_body("evt_due", "order-d"), "webhook").await;
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_due",
-        attempt: 1,
-        owner: "webhook",
-    };
+    let at = first_attempt("evt_due", "webhook");
     store::finish_failed(c, &at, "timeout", Duration::ZERO)
         .await
         .unwrap();
@@ -622,7 +592,7 @@ async fn dry_run_counts_what_a_run_would_do_and_changes_nothing() {
         trim_after: Some(Duration::from_secs(7 * DAY)),
         ..settings()
     };
-    let r = retention(&db, Licences, trimming, policy(5, Duration::from_secs(30))).await;
+    let r = retention(&db, Licences, trimming, usual_policy()).await;
     r.prepare().await.unwrap();
     mixed_ledger(&c).await;
     let before = snapshot(&c).await;
@@ -654,13 +624,7 @@ async fn dry_run_counts_what_a_run_would_do_and_changes_nothing() {
 async fn purge_command_uses_its_own_horizon_and_nothing_else() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     mixed_ledger(&c).await;
     insert(&c, "stripe", "ten_days", "done", 10).await;
 
@@ -694,13 +658,7 @@ fn replay(id: &str, force: bool) -> Value {
 async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.prepare().await.unwrap();
     claim(
         &c,
@@ -709,12 +667,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
         "webhook",
     )
     .await;
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_dead",
-        attempt: 1,
-        owner: "webhook",
-    };
+    let at = first_attempt("evt_dead", "webhook");
     store::finish_dead(&c, &at, "licence service said no")
         .await
         .unwrap();
@@ -739,13 +692,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
 async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.prepare().await.unwrap();
     claim(
         &c,
@@ -785,20 +732,9 @@ async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
 async fn replay_that_fails_again_reports_the_error_and_the_backoff() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        AlwaysRetry,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, AlwaysRetry, settings(), usual_policy()).await;
     claim(&c, "evt_f", "{}", "webhook").await;
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_f",
-        attempt: 1,
-        owner: "webhook",
-    };
+    let at = first_attempt("evt_f", "webhook");
     store::finish_failed(&c, &at, "first", Duration::from_secs(3600))
         .await
         .unwrap();
@@ -820,13 +756,7 @@ async fn replay_that_fails_again_reports_the_error_and_the_backoff() {
 async fn replay_of_an_unknown_or_busy_delivery_is_refused_and_changes_nothing() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     claim(
         &c,
         "evt_busy",
@@ -866,13 +796,7 @@ async fn replay_of_an_unknown_or_busy_delivery_is_refused_and_changes_nothing() 
 async fn stats_counts_by_source_and_status_and_finds_the_oldest() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        StoreOnly,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, StoreOnly, settings(), usual_policy()).await;
     mixed_ledger(&c).await;
 
     let report = r
@@ -910,13 +834,7 @@ async fn stats_counts_by_source_and_status_and_finds_the_oldest() {
 async fn migrate_command_applies_the_schema_once() {
     let db = TestDb::empty().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     let migrate: Value =
         serde_json::from_str(include_str!("../events/retention-migrate.json")).unwrap();
 
@@ -938,13 +856,7 @@ async fn migrate_command_applies_the_schema_once() {
 async fn malformed_commands_are_refused_and_change_nothing() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.prepare().await.unwrap();
     mixed_ledger(&c).await;
     let before = snapshot(&c).await;
@@ -983,13 +895,7 @@ async fn malformed_commands_are_refused_and_change_nothing() {
 async fn a_malformed_command_touches_not_even_the_schema() {
     let db = TestDb::empty().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
 
     let got = r
         .handle(json!({"command": "migrate", "to": 0}), in_a_minute())
@@ -1011,13 +917,7 @@ async fn the_scheduled_event_and_an_empty_payload_each_start_a_normal_run() {
     for (i, event) in events.into_iter().enumerate() {
         let db = TestDb::migrated().await;
         let c = db.client().await;
-        let r = retention(
-            &db,
-            Licences,
-            settings(),
-            policy(5, Duration::from_secs(30)),
-        )
-        .await;
+        let r = retention(&db, Licences, settings(), usual_policy()).await;
         mixed_ledger(&c).await;
         let payload: Value = serde_json::from_str(event).unwrap();
 
