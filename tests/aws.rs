@@ -22,20 +22,7 @@ use support::{answer, github_request, Format, PgServer, TestDb};
 /// A GitHub delivery `id` signed with `secret`.
 fn signed(secret: &str, id: &str) -> lambda_http::Request {
     let body = format!(r#"{{"zen":"Rotate your keys.","id":"{id}"}}"#);
-    let sig = support::github_signature(secret, body.as_bytes());
-    support::request(
-        Format::HttpApiV2,
-        "POST",
-        "github",
-        &[
-            ("content-type", "application/json"),
-            ("x-github-event", "push"),
-            ("x-github-delivery", id),
-            ("x-hub-signature-256", &sig),
-        ],
-        body.as_bytes(),
-        false,
-    )
+    support::github_request_with_secret(secret, Format::HttpApiV2, id, body.as_bytes(), false)
 }
 
 async fn status(hook: &Webhook<StoreOnly>, req: lambda_http::Request) -> u16 {

@@ -11,12 +11,12 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
 use hookclaim::work::Work;
 use hookclaim::Licences;
-use lambda_http::RequestExt;
+use support::ledger::licence_count;
 use support::{answer, github_request, Format, PgServer};
 use tokio::sync::Mutex;
 use tokio_postgres::Transaction;
@@ -139,14 +139,11 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
                 let mut backoff = Duration::from_millis(50);
                 // The sender retries every non-2xx answer with backoff, as providers do.
                 for _ in 0..40 {
-                    let mut ctx = lambda_runtime::Context::default();
                     // A 2-second function timeout: a crashed attempt's lease ends 3 s later.
-                    ctx.deadline = (SystemTime::now() + Duration::from_secs(2))
-                        .duration_since(UNIX_EPOCH)
-                        .unwrap()
-                        .as_millis() as u64;
-                    let req = github_request(Format::HttpApiV2, &id, body.as_bytes(), false)
-                        .with_lambda_context(ctx);
+                    let req = support::with_deadline(
+                        github_request(Format::HttpApiV2, &id, body.as_bytes(), false),
+                        Duration::from_secs(2),
+                    );
                     let t = Instant::now();
                     let env = env.clone();
                     // A panic inside the handler is the environment's invocation failing: the
@@ -178,22 +175,16 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
     let senders_done = started.elapsed();
 
     // Then the scheduled retention function runs until nothing is due.
-    let config = support::config(&url, &overrides);
-    let retention = hookclaim::environment::retention(&config, CrashAfterEffect)
-        .await
-        .unwrap();
+    let retention = support::retention(&url, &overrides, CrashAfterEffect).await;
     let c = support::connect(&url).await;
     let mut runs = 0;
     let mut redriven_ok = 0;
     loop {
-        let pending: i64 = c
-            .query_one(
-                "SELECT count(*) FROM hookclaim_deliveries WHERE status <> 'done'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let pending = support::count(
+            &c,
+            "SELECT count(*) FROM hookclaim_deliveries WHERE status <> 'done'",
+        )
+        .await;
         if pending == 0 || runs >= 40 {
             break;
         }
@@ -222,19 +213,12 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
         .map(|s| s.id.as_str())
         .collect();
     let slowest = sent.iter().map(|s| s.slowest).max().unwrap_or_default();
-    let licences: i64 = c
-        .query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let licenced_orders: i64 = c
-        .query_one(
-            "SELECT count(DISTINCT order_id) FROM hookclaim_example_licences",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let licences = licence_count(&c).await;
+    let licenced_orders = support::count(
+        &c,
+        "SELECT count(DISTINCT order_id) FROM hookclaim_example_licences",
+    )
+    .await;
     let statuses: BTreeMap<String, i64> = c
         .query(
             "SELECT status, count(*) FROM hookclaim_deliveries GROUP BY status",

@@ -9,6 +9,7 @@ use std::time::Duration;
 use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
 use sha2::{Digest, Sha256};
+use support::ledger::{expire_lease, state, status};
 use support::TestDb;
 use tokio_postgres::Client;
 
@@ -66,23 +67,6 @@ fn attempt<'a>(s: &'a Sample, n: i32, owner: &'a str) -> Attempt<'a> {
     }
 }
 
-async fn status(c: &Client, id: &str) -> (String, i32) {
-    let st = store::state(c, "stripe", id)
-        .await
-        .unwrap()
-        .expect("row exists");
-    (st.status, st.attempt)
-}
-
-async fn expire_lease(c: &Client, id: &str) {
-    c.execute(
-        "UPDATE hookclaim_deliveries SET lease_until = now() - interval '1 second' WHERE delivery_id = $1",
-        &[&id],
-    )
-    .await
-    .unwrap();
-}
-
 #[tokio::test]
 async fn new_delivery_is_claimed_as_processing_with_its_payload_stored() {
     let db = TestDb::migrated().await;
@@ -123,7 +107,7 @@ async fn store_only_claim_records_the_delivery_as_done_in_the_same_statement() {
         .unwrap();
 
     assert_eq!(got, Claim::Claimed { attempt: 1 });
-    assert_eq!(status(&c, "evt_store").await, ("done".into(), 1));
+    assert_eq!(status(&c, "stripe", "evt_store").await, ("done".into(), 1));
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
 }
 
@@ -139,7 +123,7 @@ async fn duplicate_of_a_done_delivery_is_reported_and_changes_nothing() {
     );
 
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
-    assert_eq!(status(&c, "evt_done").await, ("done".into(), 1));
+    assert_eq!(status(&c, "stripe", "evt_done").await, ("done".into(), 1));
 }
 
 #[tokio::test]
@@ -171,10 +155,7 @@ async fn duplicate_of_a_dead_delivery_is_reported_and_never_taken() {
         .unwrap();
 
     assert_eq!(claim(&c, &s, "b").await, Claim::Dead { same_payload: true });
-    let st = store::state(&c, "stripe", "evt_dead")
-        .await
-        .unwrap()
-        .unwrap();
+    let st = state(&c, "stripe", "evt_dead").await;
     assert_eq!((st.status.as_str(), st.attempt), ("dead", 1));
     assert_eq!(st.last_error.as_deref(), Some("no order id"));
     assert!(st.has_payload, "payload kept for replay");
@@ -188,7 +169,10 @@ async fn delivery_under_a_live_lease_is_in_progress_for_everyone_else() {
     claim(&c, &s, "a").await;
 
     assert_eq!(claim(&c, &s, "b").await, Claim::InProgress);
-    assert_eq!(status(&c, "evt_busy").await, ("processing".into(), 1));
+    assert_eq!(
+        status(&c, "stripe", "evt_busy").await,
+        ("processing".into(), 1)
+    );
 }
 
 #[tokio::test]
@@ -211,7 +195,10 @@ async fn expired_lease_is_taken_over_with_the_next_attempt_number() {
     expire_lease(&c, "evt_expired").await;
 
     assert_eq!(claim(&c, &s, "b").await, Claim::Claimed { attempt: 2 });
-    assert_eq!(status(&c, "evt_expired").await, ("processing".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_expired").await,
+        ("processing".into(), 2)
+    );
 }
 
 #[tokio::test]
@@ -245,7 +232,10 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
         }
         other => panic!("expected RetryLater, got {other:?}"),
     }
-    assert_eq!(status(&c, "evt_later").await, ("failed".into(), 1));
+    assert_eq!(
+        status(&c, "stripe", "evt_later").await,
+        ("failed".into(), 1)
+    );
 }
 
 #[tokio::test]
@@ -280,7 +270,10 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
             .unwrap(),
         Finish::Fenced
     );
-    assert_eq!(status(&c, "evt_zombie").await, ("processing".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_zombie").await,
+        ("processing".into(), 2)
+    );
 
     assert_eq!(
         store::finish_done(&c, &attempt(&s, 2, "new"))
@@ -288,7 +281,7 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
             .unwrap(),
         Finish::Applied
     );
-    assert_eq!(status(&c, "evt_zombie").await, ("done".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_zombie").await, ("done".into(), 2));
     // Finishing twice is fenced too: done rows are never touched again.
     assert_eq!(
         store::finish_dead(&c, &attempt(&s, 2, "new"), "x")
@@ -309,11 +302,7 @@ async fn migrations_applied_twice_change_nothing() {
 
     assert_eq!(first, vec![hookclaim::schema::latest_version()]);
     assert!(second.is_empty());
-    let rows: i64 = c
-        .query_one("SELECT count(*) FROM hookclaim_schema_migrations", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let rows = support::count(&c, "SELECT count(*) FROM hookclaim_schema_migrations").await;
     assert_eq!(rows, hookclaim::schema::MIGRATIONS.len() as i64);
 }
 

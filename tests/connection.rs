@@ -29,15 +29,7 @@ async fn a_terminated_backend_is_replaced_by_exactly_one_new_connection() {
 
     // Between invocations the server drops the function's connection (as a failover, an idle
     // timeout or a proxy would while the environment is frozen).
-    let killed: i64 = admin
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-              WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let killed = support::terminate_other_backends(&admin).await;
     assert_eq!(killed, 1);
 
     let second = hook
@@ -65,13 +57,7 @@ async fn a_connection_that_dies_mid_claim_is_retried_once_on_a_new_connection() 
     let hook = support::webhook(&db.url, &[], StoreOnly).await;
     let admin = db.client().await;
     for round in 0..20 {
-        admin
-            .batch_execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                  WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            )
-            .await
-            .unwrap();
+        support::terminate_other_backends(&admin).await;
         let id = format!("round-{round}");
         let resp = hook
             .handle(github_request(Format::HttpApiV2, &id, b"{}", false))

@@ -7,6 +7,7 @@ mod support;
 use std::path::PathBuf;
 
 use support::emulator::Emulator;
+use support::ledger::licence_count;
 use support::TestDb;
 
 /// The sample events re-signed now (the committed ones carry a fixed timestamp).
@@ -128,12 +129,7 @@ async fn every_sample_event_gets_its_expected_status_through_the_emulator() {
     // The whole log also goes to the test output, which scripts/test scans once more.
     println!("{logs}");
     let c = db.client().await;
-    let licences: i64 = c
-        .query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert!(licences >= 1);
+    assert!(licence_count(&c).await >= 1);
 
     // The retention function, as its own process under the same emulator: every retention
     // event. The scheduled events are normal runs; the replay of the (done) Stripe sample is

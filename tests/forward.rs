@@ -5,12 +5,11 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use hookclaim::forward::{Forwarder, IDEMPOTENCY_KEY};
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
 use hookclaim::work::Work;
-use lambda_http::RequestExt;
 use support::{answer, github_request, row, Format, TestDb};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
@@ -170,12 +169,10 @@ async fn a_crash_between_the_call_and_finishing_repeats_the_call_at_most_once_wi
     let body = br#"{"order_id":"o-crash"}"#;
 
     // The first invocation (a 3-second function timeout) calls the endpoint, then crashes.
-    let mut ctx = lambda_runtime::Context::default();
-    ctx.deadline = (SystemTime::now() + Duration::from_secs(3))
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let req = github_request(Format::HttpApiV2, "fwd-crash", body, false).with_lambda_context(ctx);
+    let req = support::with_deadline(
+        github_request(Format::HttpApiV2, "fwd-crash", body, false),
+        Duration::from_secs(3),
+    );
     let crashed = tokio::spawn({
         let hook = hook.clone();
         async move { hook.handle(req).await }
@@ -201,10 +198,7 @@ async fn a_crash_between_the_call_and_finishing_repeats_the_call_at_most_once_wi
     tokio::time::sleep(Duration::from_secs_f64(lease_left.max(0.0) + 0.2)).await;
 
     // After the lease: the retention re-drive finishes it, calling once more.
-    let config = support::config(&db.url, &overrides);
-    let retention = hookclaim::environment::retention(&config, CrashAfterCall(forwarder(&url)))
-        .await
-        .unwrap();
+    let retention = support::retention(&db.url, &overrides, CrashAfterCall(forwarder(&url))).await;
     let report = retention
         .handle(
             serde_json::json!({}),

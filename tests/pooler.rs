@@ -19,16 +19,16 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use hookclaim::db::DbError;
 use hookclaim::processor::{Processor, StoreOnly};
 use hookclaim::webhook::Webhook;
 use hookclaim::Licences;
-use lambda_http::RequestExt;
 use serde_json::json;
+use support::ledger::licence_count;
 use support::pgbouncer::{server_cpu_time, PgBouncer, PoolerSettings};
-use support::{answer, github_request, Format, PgServer};
+use support::{answer, count, github_request, Format, PgServer};
 use tokio_postgres::Client;
 
 /// Simulated execution environments (each with its one connection).
@@ -147,12 +147,10 @@ async fn environments<P: Processor + Copy>(
 /// fault is retaken within seconds, not the default minute).
 fn delivery(id: &str, order: &str) -> lambda_http::Request {
     let body = json!({"order_id": order, "action": "paid"}).to_string();
-    let mut ctx = lambda_runtime::Context::default();
-    ctx.deadline = (SystemTime::now() + Duration::from_secs(10))
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as u64;
-    github_request(Format::HttpApiV2, id, body.as_bytes(), false).with_lambda_context(ctx)
+    support::with_deadline(
+        github_request(Format::HttpApiV2, id, body.as_bytes(), false),
+        Duration::from_secs(10),
+    )
 }
 
 /// (status, outcome) of one answer.
@@ -202,13 +200,6 @@ fn tally(answers: &[(String, Outcome)]) -> BTreeMap<Outcome, usize> {
 
 fn outcome(status: u16, name: &str) -> Outcome {
     (status, name.to_string())
-}
-
-async fn count(c: &Client, sql: &str) -> i64 {
-    c.query_one(sql, &[])
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .get(0)
 }
 
 /// Client backends on `db` other than the tests' own: behind the pooler, its server connections.
@@ -377,7 +368,7 @@ async fn sixty_four_environments_over_four_server_connections_issue_exactly_one_
     assert!(pending.is_empty(), "orders never acknowledged: {pending:?}");
 
     assert_eq!(
-        count(&admin, "SELECT count(*) FROM hookclaim_example_licences").await,
+        licence_count(&admin).await,
         ORDERS as i64,
         "exactly one licence per order"
     );
@@ -464,10 +455,7 @@ async fn concurrent_cold_starts_through_the_pooler_migrate_an_empty_database_exa
         .map(|m| m.version)
         .collect();
     assert_eq!(versions, expected, "each migration applied once");
-    assert_eq!(
-        count(&admin, "SELECT count(*) FROM hookclaim_example_licences").await,
-        ENVIRONMENTS as i64
-    );
+    assert_eq!(licence_count(&admin).await, ENVIRONMENTS as i64);
     for env in &envs {
         assert_eq!(
             env.database().connect_count(),
@@ -521,12 +509,9 @@ async fn retention_runs_through_the_pooler_redrive_each_stale_delivery_once_and_
     // deliveries through the same four server connections.
     let mut overrides = POOLED.to_vec();
     overrides.push(("PURGE_BATCH_SIZE", "100"));
-    let config = support::config(&url, &overrides);
     let mut runs = Vec::new();
     for _ in 0..4 {
-        let r = hookclaim::environment::retention(&config, Licences)
-            .await
-            .expect("retention cold start");
+        let r = support::retention(&url, &overrides, Licences).await;
         runs.push(tokio::spawn(async move {
             r.handle(json!({}), SystemTime::now() + Duration::from_secs(60))
                 .await
@@ -847,6 +832,18 @@ async fn measure<P: Processor>(
     }
 }
 
+/// [`measure`]s `work` sent as new deliveries, then the same again as duplicates.
+async fn new_then_duplicate<P: Processor>(
+    envs: &[Arc<Webhook<P>>],
+    work: &[(String, String)],
+    admin: &Arc<Client>,
+    bouncer: Option<&PgBouncer>,
+) -> [Measured; 2] {
+    let new = measure(envs, work, admin, bouncer, &outcome(200, "processed")).await;
+    let dup = measure(envs, work, admin, bouncer, &outcome(200, "duplicate")).await;
+    [new, dup]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_per_second_through_the_pooler_and_direct_with_the_same_sixty_four_environments()
 {
@@ -887,47 +884,13 @@ async fn deliveries_per_second_through_the_pooler_and_direct_with_the_same_sixty
             let runs = match processor {
                 "licence" => {
                     let envs = environments(&url, overrides, Licences, ENVIRONMENTS).await;
-                    let new = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "processed"),
-                    )
-                    .await;
-                    let dup = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "duplicate"),
-                    )
-                    .await;
-                    assert_eq!(
-                        count(&admin, "SELECT count(*) FROM hookclaim_example_licences").await,
-                        work.len() as i64
-                    );
-                    [new, dup]
+                    let runs = new_then_duplicate(&envs, &work, &admin, bouncer.as_ref()).await;
+                    assert_eq!(licence_count(&admin).await, work.len() as i64);
+                    runs
                 }
                 _ => {
                     let envs = environments(&url, overrides, StoreOnly, ENVIRONMENTS).await;
-                    let new = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "processed"),
-                    )
-                    .await;
-                    let dup = measure(
-                        &envs,
-                        &work,
-                        &admin,
-                        bouncer.as_ref(),
-                        &outcome(200, "duplicate"),
-                    )
-                    .await;
-                    [new, dup]
+                    new_then_duplicate(&envs, &work, &admin, bouncer.as_ref()).await
                 }
             };
             for (kind, m) in ["new", "duplicate"].into_iter().zip(runs) {

@@ -5,22 +5,15 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use hookclaim::work::Work;
 use hookclaim::Licences;
-use lambda_http::RequestExt;
+use support::ledger::licence_count;
 use support::{answer, delivery_count, github_request, row, Format, TestDb};
 use tokio::sync::Notify;
 use tokio_postgres::types::Type;
-
-async fn licences(c: &tokio_postgres::Client) -> i64 {
-    c.query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
-        .await
-        .map(|r| r.get(0))
-        .unwrap_or(0)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_concurrent_deliveries_of_one_id_across_sixteen_environments_have_one_effect() {
@@ -53,7 +46,7 @@ async fn sixty_four_concurrent_deliveries_of_one_id_across_sixteen_environments_
     }
     println!("64 racing deliveries: {outcomes:?}");
     let c = db.client().await;
-    assert_eq!(licences(&c).await, 1, "exactly one effect");
+    assert_eq!(licence_count(&c).await, 1, "exactly one effect");
     assert_eq!(
         outcomes.get(&(200, "processed".into())),
         Some(&1),
@@ -75,13 +68,7 @@ async fn every_backend_terminated_between_a_hundred_invocations_fails_no_deliver
     let admin = db.client().await;
     let mut failed = 0;
     for i in 0..100 {
-        admin
-            .batch_execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                  WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            )
-            .await
-            .unwrap();
+        support::terminate_other_backends(&admin).await;
         let body = format!(r#"{{"order_id":"stale-{i}"}}"#);
         let resp = hook
             .handle(github_request(
@@ -100,7 +87,7 @@ async fn every_backend_terminated_between_a_hundred_invocations_fails_no_deliver
         hook.database().connect_count()
     );
     assert_eq!(failed, 0);
-    assert_eq!(licences(&admin).await, 100);
+    assert_eq!(licence_count(&admin).await, 100);
 }
 
 /// A processor that, on its first call only, does its effect and then waits to be released
@@ -152,13 +139,10 @@ async fn an_invocation_that_outlives_its_lease_cannot_overwrite_the_new_owners_r
     let other_env = support::webhook(&db.url, &overrides, SlowFirst(slow.clone())).await;
 
     // The first invocation's deadline is one second away: its lease ends then.
-    let mut ctx = lambda_runtime::Context::default();
-    ctx.deadline = (SystemTime::now() + Duration::from_secs(1))
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let first =
-        github_request(Format::HttpApiV2, "zombie", br#"{}"#, false).with_lambda_context(ctx);
+    let first = support::with_deadline(
+        github_request(Format::HttpApiV2, "zombie", br#"{}"#, false),
+        Duration::from_secs(1),
+    );
     let zombie = tokio::spawn({
         let env = zombie_env.clone();
         async move { answer(&env.handle(first).await) }
@@ -209,14 +193,8 @@ async fn hostile_input_gets_its_specified_status_stores_nothing_and_never_panics
     let hook = support::webhook(&db.url, &[], StoreOnly).await;
     let c = db.client().await;
     let sig = |body: &[u8]| support::github_signature(support::GITHUB_SECRET, body);
-    let stripe_sig = |t: &str, body: &[u8]| {
-        use hmac::Mac as _;
-        let mut mac =
-            hmac::Hmac::<sha2::Sha256>::new_from_slice(b"whsec_hookclaim_stripe_test").unwrap();
-        mac.update(format!("{t}.").as_bytes());
-        mac.update(body);
-        format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
-    };
+    let stripe_sig =
+        |t: &str, body: &[u8]| support::stripe_signature(support::STRIPE_SECRET, t, body);
     let now = (support::EVENTS_SIGNED_AT + 90).to_string();
     let huge = "a".repeat(64 * 1024);
     let long_id = "i".repeat(10 * 1024);

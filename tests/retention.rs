@@ -17,6 +17,7 @@ use hookclaim::work::Work;
 use hookclaim::Licences;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use support::ledger::{exists, expire_lease, licences, make_due, state, status};
 use support::TestDb;
 use tokio_postgres::Client;
 
@@ -37,6 +38,11 @@ fn policy(max_attempts: i32, base: Duration) -> RetryPolicy {
         base,
         cap: Duration::from_secs(3600),
     }
+}
+
+/// Five attempts, the first retry 30 to 60 s later: for the tests that are not about backoff.
+fn usual_policy() -> RetryPolicy {
+    policy(5, Duration::from_secs(30))
 }
 
 /// The configuration a deployed function would read, pointed at the test database.
@@ -108,23 +114,14 @@ async fn claim(c: &Client, id: &str, body: &str, owner: &str) -> Claim {
     store::claim(c, &new, claimant, false).await.unwrap()
 }
 
-async fn expire_lease(c: &Client, id: &str) {
-    c.execute(
-        "UPDATE hookclaim_deliveries SET lease_until = now() - interval '1 second'
-          WHERE delivery_id = $1",
-        &[&id],
-    )
-    .await
-    .unwrap();
-}
-
-async fn make_due(c: &Client, id: &str) {
-    c.execute(
-        "UPDATE hookclaim_deliveries SET next_attempt_at = now() WHERE delivery_id = $1",
-        &[&id],
-    )
-    .await
-    .unwrap();
+/// Attempt 1 at `id`, as webhook invocation `owner` claimed it with [`claim`].
+fn first_attempt<'a>(id: &'a str, owner: &'a str) -> Attempt<'a> {
+    Attempt {
+        source: "stripe",
+        delivery_id: id,
+        attempt: 1,
+        owner,
+    }
 }
 
 /// Inserts a row in `status`, received (and, when finished, completed) `days_ago`.
@@ -143,32 +140,6 @@ async fn insert(c: &Client, source: &str, id: &str, status: &str, days_ago: i32)
     )
     .await
     .unwrap();
-}
-
-async fn state(c: &Client, id: &str) -> store::DeliveryState {
-    store::state(c, "stripe", id)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{id} exists"))
-}
-
-async fn status(c: &Client, id: &str) -> (String, i32) {
-    let st = state(c, id).await;
-    (st.status, st.attempt)
-}
-
-async fn exists(c: &Client, id: &str) -> bool {
-    store::state(c, "stripe", id).await.unwrap().is_some()
-}
-
-async fn licences(c: &Client, order: &str) -> i64 {
-    c.query_one(
-        "SELECT count(*) FROM hookclaim_example_licences WHERE order_id = $1",
-        &[&order],
-    )
-    .await
-    .unwrap()
-    .get(0)
 }
 
 /// Seconds between when the row last changed and its next attempt: the backoff it was given.
@@ -218,13 +189,7 @@ impl Processor for AlwaysRetry {
 async fn expired_lease_is_redriven_to_done_once_and_a_live_lease_is_left_alone() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.ensure_ready().await.unwrap();
     claim(
         &c,
@@ -246,9 +211,15 @@ async fn expired_lease_is_redriven_to_done_once_and_a_live_lease_is_left_alone()
 
     assert_eq!(report.reclaimed, 1);
     assert_eq!(report.redriven.ok, 1);
-    assert_eq!(status(&c, "evt_expired").await, ("done".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_expired").await,
+        ("done".into(), 2)
+    );
     assert_eq!(licences(&c, "order-1").await, 1, "exactly one licence");
-    assert_eq!(status(&c, "evt_live").await, ("processing".into(), 1));
+    assert_eq!(
+        status(&c, "stripe", "evt_live").await,
+        ("processing".into(), 1)
+    );
     assert_eq!(licences(&c, "order-2").await, 0, "live lease untouched");
 
     let again = run(&r).await;
@@ -260,22 +231,11 @@ async fn expired_lease_is_redriven_to_done_once_and_a_live_lease_is_left_alone()
 async fn due_failed_row_is_redriven_and_a_not_yet_due_one_is_not() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.ensure_ready().await.unwrap();
     for (id, order, retry_in) in [("evt_due", "order-d", 0), ("evt_later", "order-l", 600)] {
         claim(&c, id, &order_body(id, order), "webhook").await;
-        let at = Attempt {
-            source: "stripe",
-            delivery_id: id,
-            attempt: 1,
-            owner: "webhook",
-        };
+        let at = first_attempt(id, "webhook");
         let finish = store::finish_failed(&c, &at, "timeout", Duration::from_secs(retry_in)).await;
         assert_eq!(finish.unwrap(), Finish::Applied);
     }
@@ -283,10 +243,13 @@ async fn due_failed_row_is_redriven_and_a_not_yet_due_one_is_not() {
     let report = run(&r).await;
 
     assert_eq!((report.reclaimed, report.redriven.ok), (1, 1));
-    assert_eq!(status(&c, "evt_due").await, ("done".into(), 2));
-    assert_eq!(state(&c, "evt_due").await.last_error, None);
+    assert_eq!(status(&c, "stripe", "evt_due").await, ("done".into(), 2));
+    assert_eq!(state(&c, "stripe", "evt_due").await.last_error, None);
     assert_eq!(licences(&c, "order-d").await, 1);
-    assert_eq!(status(&c, "evt_later").await, ("failed".into(), 1));
+    assert_eq!(
+        status(&c, "stripe", "evt_later").await,
+        ("failed".into(), 1)
+    );
     assert_eq!(licences(&c, "order-l").await, 0);
 }
 
@@ -307,18 +270,27 @@ async fn failing_redrive_backs_off_with_growing_delays_and_ends_dead_after_max_a
     // Attempt 2: failed, due again after backoff(2) = 10..20 s.
     let first = run(&r).await;
     assert_eq!((first.reclaimed, first.redriven.failed), (1, 1));
-    assert_eq!(status(&c, "evt_poison").await, ("failed".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_poison").await,
+        ("failed".into(), 2)
+    );
     let delay2 = backoff_secs(&c, "evt_poison").await;
     assert!((10.0..20.0).contains(&delay2), "{delay2}");
     assert_eq!(
-        state(&c, "evt_poison").await.last_error.as_deref(),
+        state(&c, "stripe", "evt_poison")
+            .await
+            .last_error
+            .as_deref(),
         Some("downstream answered 503")
     );
 
     // Not due yet: a run leaves it alone.
     let idle = run(&r).await;
     assert_eq!(idle.reclaimed, 0);
-    assert_eq!(status(&c, "evt_poison").await, ("failed".into(), 2));
+    assert_eq!(
+        status(&c, "stripe", "evt_poison").await,
+        ("failed".into(), 2)
+    );
 
     // Attempt 3: failed again, with a longer delay (20..40 s).
     make_due(&c, "evt_poison").await;
@@ -339,7 +311,7 @@ async fn failing_redrive_backs_off_with_growing_delays_and_ends_dead_after_max_a
         dead.error,
         "gave up after 4 attempts: downstream answered 503"
     );
-    let st = state(&c, "evt_poison").await;
+    let st = state(&c, "stripe", "evt_poison").await;
     assert_eq!((st.status.as_str(), st.attempt), ("dead", 4));
     assert_eq!(st.last_error.as_deref(), Some(dead.error.as_str()));
     assert!(st.has_payload, "kept for a manual replay");
@@ -365,7 +337,7 @@ async fn each_due_delivery_gets_at_most_one_attempt_per_run_even_without_backoff
     let first = run(&r).await;
 
     assert_eq!((first.reclaimed, first.redriven.failed), (1, 1));
-    assert_eq!(status(&c, "evt_spin").await, ("failed".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_spin").await, ("failed".into(), 2));
     assert_eq!(
         first.remaining.map(|b| b.reclaim),
         Some(1),
@@ -373,20 +345,14 @@ async fn each_due_delivery_gets_at_most_one_attempt_per_run_even_without_backoff
     );
     let second = run(&r).await;
     assert_eq!(second.reclaimed, 1);
-    assert_eq!(status(&c, "evt_spin").await, ("failed".into(), 3));
+    assert_eq!(status(&c, "stripe", "evt_spin").await, ("failed".into(), 3));
 }
 
 #[tokio::test]
 async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.ensure_ready().await.unwrap();
     let body = order_body("evt_zombie", "order-z");
     assert_eq!(
@@ -395,7 +361,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     );
     expire_lease(&c, "evt_zombie").await;
     assert_eq!(run(&r).await.redriven.ok, 1);
-    assert_eq!(status(&c, "evt_zombie").await, ("done".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_zombie").await, ("done".into(), 2));
     let before = snapshot(&c).await;
 
     // The first invocation thaws and finishes its attempt 1, by every route it has.
@@ -407,18 +373,13 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
         headers: BTreeMap::new(),
         attempt: 1,
     };
-    let retry = policy(5, Duration::from_secs(30));
+    let retry = usual_policy();
     let mut session = r.database().session().await;
     let done = pipeline::run_claimed(&mut session, &Licences, &delivery, "zombie", &retry).await;
     let failed =
         pipeline::run_claimed(&mut session, &AlwaysRetry, &delivery, "zombie", &retry).await;
     drop(session);
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_zombie",
-        attempt: 1,
-        owner: "zombie",
-    };
+    let at = first_attempt("evt_zombie", "zombie");
     let dead = store::finish_dead(&c, &at, "late").await.unwrap();
 
     assert_eq!(done.unwrap(), Settled::Fenced);
@@ -432,13 +393,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
 async fn a_reclaimed_row_without_its_payload_is_marked_dead_with_a_clear_error() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     claim(
         &c,
         "evt_bare",
@@ -458,7 +413,7 @@ async fn a_reclaimed_row_without_its_payload_is_marked_dead_with_a_clear_error()
 
     assert_eq!((report.reclaimed, report.redriven.dead), (1, 1));
     assert_eq!(report.dead[0].error, TRIMMED_PAYLOAD_ERROR);
-    let st = state(&c, "evt_bare").await;
+    let st = state(&c, "stripe", "evt_bare").await;
     assert_eq!((st.status.as_str(), st.attempt), ("dead", 2));
     assert_eq!(st.last_error.as_deref(), Some(TRIMMED_PAYLOAD_ERROR));
     assert_eq!(licences(&c, "order-b").await, 0);
@@ -474,13 +429,7 @@ async fn purge_deletes_exactly_the_finished_rows_past_the_horizon() {
         batch_size: 2,
         ..settings()
     };
-    let r = retention(
-        &db,
-        StoreOnly,
-        small_batches,
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, StoreOnly, small_batches, usual_policy()).await;
     for i in 0..5 {
         insert(&c, "stripe", &format!("old_done_{i}"), "done", 31 + i).await;
     }
@@ -496,11 +445,11 @@ async fn purge_deletes_exactly_the_finished_rows_past_the_horizon() {
     assert!(!report.stopped_early);
     assert_eq!(report.remaining, Some(Backlog::default()));
     for i in 0..5 {
-        assert!(!exists(&c, &format!("old_done_{i}")).await);
+        assert!(!exists(&c, "stripe", &format!("old_done_{i}")).await);
     }
-    assert!(!exists(&c, "old_dead").await);
+    assert!(!exists(&c, "stripe", "old_dead").await);
     for kept in ["recent_done", "recent_dead", "old_processing", "old_failed"] {
-        assert!(exists(&c, kept).await, "{kept} must stay");
+        assert!(exists(&c, "stripe", kept).await, "{kept} must stay");
     }
 }
 
@@ -513,7 +462,7 @@ async fn trim_drops_old_payloads_keeps_keys_and_a_redelivery_is_still_a_duplicat
         batch_size: 2,
         ..settings()
     };
-    let r = retention(&db, StoreOnly, trimming, policy(5, Duration::from_secs(30))).await;
+    let r = retention(&db, StoreOnly, trimming, usual_policy()).await;
     for i in 0..5 {
         insert(&c, "stripe", &format!("week_old_{i}"), "done", 8 + i).await;
     }
@@ -527,24 +476,21 @@ async fn trim_drops_old_payloads_keeps_keys_and_a_redelivery_is_still_a_duplicat
     assert_eq!(report.purged, 1, "the 40-day row is purged, not trimmed");
     assert_eq!(report.trimmed, 5, "in batches of 2, walked once");
     for i in 0..5 {
-        let st = state(&c, &format!("week_old_{i}")).await;
+        let st = state(&c, "stripe", &format!("week_old_{i}")).await;
         assert!(!st.has_payload);
         assert_eq!(st.status, "done", "the key stays");
     }
     for kept in ["fresh_done", "week_old_dead", "week_old_failed"] {
         assert!(
-            state(&c, kept).await.has_payload,
+            state(&c, "stripe", kept).await.has_payload,
             "{kept} keeps its payload"
         );
     }
-    let trimmed_at: i64 = c
-        .query_one(
-            "SELECT count(*) FROM hookclaim_deliveries WHERE payload_trimmed_at IS NOT NULL",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let trimmed_at = support::count(
+        &c,
+        "SELECT count(*) FROM hookclaim_deliveries WHERE payload_trimmed_at IS NOT NULL",
+    )
+    .await;
     assert_eq!(trimmed_at, 5);
 
     // The sender redelivers a trimmed one: still a duplicate, with the same payload hash.
@@ -579,7 +525,7 @@ async fn a_large_purge_stops_at_the_deadline_and_the_next_run_finishes_it() {
         deadline_margin: Duration::from_secs(2),
         ..settings()
     };
-    let r = retention(&db, StoreOnly, defaults, policy(5, Duration::from_secs(30))).await;
+    let r = retention(&db, StoreOnly, defaults, usual_policy()).await;
     r.ensure_ready().await.unwrap();
 
     // Three seconds to the deadline, two of them margin: about one second of work.
@@ -605,7 +551,7 @@ async fn a_large_purge_stops_at_the_deadline_and_the_next_run_finishes_it() {
     assert!(!next.stopped_early);
     assert_eq!(next.purged, left);
     assert_eq!(next.remaining, Some(Backlog::default()));
-    assert!(exists(&c, "recent").await);
+    assert!(exists(&c, "stripe", "recent").await);
     let total = short.purged + next.purged;
     let secs = (short.elapsed_ms + next.elapsed_ms) as f64 / 1000.0;
     println!(
@@ -627,12 +573,7 @@ async fn mixed_ledger(c: &Client) {
     .await;
     expire_lease(c, "evt_expired").await;
     claim(c, "evt_due", &order_body("evt_due", "order-d"), "webhook").await;
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_due",
-        attempt: 1,
-        owner: "webhook",
-    };
+    let at = first_attempt("evt_due", "webhook");
     store::finish_failed(c, &at, "timeout", Duration::ZERO)
         .await
         .unwrap();
@@ -652,7 +593,7 @@ async fn dry_run_counts_what_a_run_would_do_and_changes_nothing() {
         trim_after: Some(Duration::from_secs(7 * DAY)),
         ..settings()
     };
-    let r = retention(&db, Licences, trimming, policy(5, Duration::from_secs(30))).await;
+    let r = retention(&db, Licences, trimming, usual_policy()).await;
     r.ensure_ready().await.unwrap();
     mixed_ledger(&c).await;
     let before = snapshot(&c).await;
@@ -684,13 +625,7 @@ async fn dry_run_counts_what_a_run_would_do_and_changes_nothing() {
 async fn purge_command_uses_its_own_horizon_and_nothing_else() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     mixed_ledger(&c).await;
     insert(&c, "stripe", "ten_days", "done", 10).await;
 
@@ -706,10 +641,13 @@ async fn purge_command_uses_its_own_horizon_and_nothing_else() {
     assert_eq!(report.purged, 4, "everything finished more than 7 days ago");
     assert_eq!(report.reclaimed, 0, "purge only");
     for gone in ["old_done", "old_dead", "trimmable", "ten_days"] {
-        assert!(!exists(&c, gone).await, "{gone}");
+        assert!(!exists(&c, "stripe", gone).await, "{gone}");
     }
-    assert!(exists(&c, "fresh").await);
-    assert_eq!(status(&c, "evt_expired").await, ("processing".into(), 1));
+    assert!(exists(&c, "stripe", "fresh").await);
+    assert_eq!(
+        status(&c, "stripe", "evt_expired").await,
+        ("processing".into(), 1)
+    );
     assert_eq!(report.remaining.map(|b| b.purge), Some(0));
 }
 
@@ -721,13 +659,7 @@ fn replay(id: &str, force: bool) -> Value {
 async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.ensure_ready().await.unwrap();
     claim(
         &c,
@@ -736,12 +668,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
         "webhook",
     )
     .await;
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_dead",
-        attempt: 1,
-        owner: "webhook",
-    };
+    let at = first_attempt("evt_dead", "webhook");
     store::finish_dead(&c, &at, "licence service said no")
         .await
         .unwrap();
@@ -758,7 +685,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
         ("evt_dead", 2)
     );
     assert_eq!(report.redriven.ok, 1);
-    assert_eq!(status(&c, "evt_dead").await, ("done".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_dead").await, ("done".into(), 2));
     assert_eq!(licences(&c, "order-r").await, 1);
 }
 
@@ -766,13 +693,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
 async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.ensure_ready().await.unwrap();
     claim(
         &c,
@@ -783,7 +704,7 @@ async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
     .await;
     expire_lease(&c, "evt_done").await;
     run(&r).await;
-    assert_eq!(status(&c, "evt_done").await, ("done".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_done").await, ("done".into(), 2));
     let before = snapshot(&c).await;
 
     let refused = r.handle(replay("evt_done", false), in_a_minute()).await;
@@ -804,7 +725,7 @@ async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
         .unwrap();
 
     assert_eq!(forced.replay.unwrap().outcome, "done");
-    assert_eq!(status(&c, "evt_done").await, ("done".into(), 3));
+    assert_eq!(status(&c, "stripe", "evt_done").await, ("done".into(), 3));
     assert_eq!(licences(&c, "order-f").await, 1, "the business key holds");
 }
 
@@ -812,20 +733,9 @@ async fn replay_of_a_done_delivery_needs_force_and_stays_exactly_once() {
 async fn replay_that_fails_again_reports_the_error_and_the_backoff() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        AlwaysRetry,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, AlwaysRetry, settings(), usual_policy()).await;
     claim(&c, "evt_f", "{}", "webhook").await;
-    let at = Attempt {
-        source: "stripe",
-        delivery_id: "evt_f",
-        attempt: 1,
-        owner: "webhook",
-    };
+    let at = first_attempt("evt_f", "webhook");
     store::finish_failed(&c, &at, "first", Duration::from_secs(3600))
         .await
         .unwrap();
@@ -840,20 +750,14 @@ async fn replay_that_fails_again_reports_the_error_and_the_backoff() {
     assert_eq!(outcome.error.as_deref(), Some("downstream answered 503"));
     let retry_in = outcome.retry_in_secs.unwrap();
     assert!((30.0..=60.0).contains(&retry_in), "{retry_in}");
-    assert_eq!(status(&c, "evt_f").await, ("failed".into(), 2));
+    assert_eq!(status(&c, "stripe", "evt_f").await, ("failed".into(), 2));
 }
 
 #[tokio::test]
 async fn replay_of_an_unknown_or_busy_delivery_is_refused_and_changes_nothing() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     claim(
         &c,
         "evt_busy",
@@ -893,13 +797,7 @@ async fn replay_of_an_unknown_or_busy_delivery_is_refused_and_changes_nothing() 
 async fn stats_counts_by_source_and_status_and_finds_the_oldest() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        StoreOnly,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, StoreOnly, settings(), usual_policy()).await;
     mixed_ledger(&c).await;
 
     let report = r
@@ -937,13 +835,7 @@ async fn stats_counts_by_source_and_status_and_finds_the_oldest() {
 async fn migrate_command_applies_the_schema_once() {
     let db = TestDb::empty().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     let migrate: Value =
         serde_json::from_str(include_str!("../events/retention-migrate.json")).unwrap();
 
@@ -965,13 +857,7 @@ async fn migrate_command_applies_the_schema_once() {
 async fn malformed_commands_are_refused_and_change_nothing() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
     r.ensure_ready().await.unwrap();
     mixed_ledger(&c).await;
     let before = snapshot(&c).await;
@@ -1010,13 +896,7 @@ async fn malformed_commands_are_refused_and_change_nothing() {
 async fn a_malformed_command_touches_not_even_the_schema() {
     let db = TestDb::empty().await;
     let c = db.client().await;
-    let r = retention(
-        &db,
-        Licences,
-        settings(),
-        policy(5, Duration::from_secs(30)),
-    )
-    .await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
 
     let got = r
         .handle(json!({"command": "migrate", "to": 0}), in_a_minute())
@@ -1038,13 +918,7 @@ async fn the_scheduled_event_and_an_empty_payload_each_start_a_normal_run() {
     for (i, event) in events.into_iter().enumerate() {
         let db = TestDb::migrated().await;
         let c = db.client().await;
-        let r = retention(
-            &db,
-            Licences,
-            settings(),
-            policy(5, Duration::from_secs(30)),
-        )
-        .await;
+        let r = retention(&db, Licences, settings(), usual_policy()).await;
         mixed_ledger(&c).await;
         let payload: Value = serde_json::from_str(event).unwrap();
 
@@ -1057,7 +931,7 @@ async fn the_scheduled_event_and_an_empty_payload_each_start_a_normal_run() {
             "event {i}"
         );
         assert_eq!(licences(&c, "order-e").await, 1, "event {i}");
-        assert!(!exists(&c, "old_done").await, "event {i}");
+        assert!(!exists(&c, "stripe", "old_done").await, "event {i}");
     }
 }
 

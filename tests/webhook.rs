@@ -10,6 +10,7 @@ use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly
 use hookclaim::store::{self, Claimant, NewDelivery};
 use hookclaim::work::Work;
 use hookclaim::Licences;
+use support::ledger::{licence_count, state};
 use support::{answer, delivery_count, event, github_request, row, Format, TestDb};
 use tokio_postgres::types::Type;
 
@@ -201,7 +202,7 @@ async fn retryable_failure_answers_503_and_keeps_error_attempt_and_payload() {
         let (st, attempt, error) = row(&c, "github", &id).await.unwrap();
         assert_eq!((st.as_str(), attempt), ("failed", 1));
         assert_eq!(error.as_deref(), Some("downstream unavailable"));
-        let st = store::state(&c, "github", &id).await.unwrap().unwrap();
+        let st = state(&c, "github", &id).await;
         assert!(st.has_payload, "payload kept for re-drive");
     }
     assert_eq!(
@@ -354,13 +355,8 @@ async fn bad_signature_and_stale_timestamp_answer_401_and_store_nothing() {
     let hook = support::webhook(&db.url, &[], StoreOnly).await;
     let c = db.client().await;
     for format in FORMATS {
-        let mut req = github_request(format, "forged", b"{}", false);
-        req.headers_mut().insert(
-            "x-hub-signature-256",
-            support::github_signature("wrong-secret", b"{}")
-                .parse()
-                .unwrap(),
-        );
+        let req =
+            support::github_request_with_secret("wrong-secret", format, "forged", b"{}", false);
         let (status, json) = answer(&hook.handle(req).await);
         assert_eq!(
             (status, json["status"].as_str()),
@@ -415,22 +411,14 @@ async fn malformed_requests_answer_400_and_store_nothing() {
         assert_eq!(json["error"], "missing delivery id");
     }
     // Stripe keeps the id in the body: a signed body that is not JSON is a bad request.
-    let secret = "whsec_hookclaim_stripe_test";
     let body = b"not json";
-    let t = support::EVENTS_SIGNED_AT;
-    let sig = {
-        use hmac::Mac as _;
-        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-        mac.update(format!("{t}.").as_bytes());
-        mac.update(body);
-        hex::encode(mac.finalize().into_bytes())
-    };
+    let sig = support::stripe_signature(support::STRIPE_SECRET, support::EVENTS_SIGNED_AT, body);
     for format in FORMATS {
         let req = support::request(
             format,
             "POST",
             "stripe",
-            &[("stripe-signature", &format!("t={t},v1={sig}"))],
+            &[("stripe-signature", &sig)],
             body,
             false,
         );
@@ -540,19 +528,12 @@ async fn five_hundred_deliveries_for_a_hundred_orders_issue_exactly_a_hundred_li
         }
     }
     let c = db.client().await;
-    let licences: i64 = c
-        .query_one("SELECT count(*) FROM hookclaim_example_licences", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let done: i64 = c
-        .query_one(
-            "SELECT count(*) FROM hookclaim_deliveries WHERE status = 'done'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let licences = licence_count(&c).await;
+    let done = support::count(
+        &c,
+        "SELECT count(*) FROM hookclaim_deliveries WHERE status = 'done'",
+    )
+    .await;
     println!("answers by status: {by_status:?}; licences={licences} done={done}");
     assert_eq!(licences, 100);
     assert_eq!(done, 100);

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod emulator;
+pub mod ledger;
 pub mod moto;
 pub mod pgbouncer;
 
@@ -294,6 +295,25 @@ pub async fn connect(url: &str) -> Client {
     client
 }
 
+/// The one count that query `sql` returns.
+pub async fn count(c: &Client, sql: &str) -> i64 {
+    c.query_one(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
+}
+
+/// Terminates every other connection to `c`'s database, as a failover or an idle timeout would;
+/// returns how many there were.
+pub async fn terminate_other_backends(c: &Client) -> i64 {
+    count(
+        c,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .await
+}
+
 /// A fresh, empty database on the shared server.
 pub struct TestDb {
     /// Its URL.
@@ -393,6 +413,19 @@ pub async fn webhook<P: hookclaim::processor::Processor>(
         .await
         .expect("webhook cold start")
         .with_clock(events_clock)
+}
+
+/// A retention function over `url` as it cold-starts when deployed (schema and processor setup
+/// included), with the local configuration and `overrides`.
+pub async fn retention<P: hookclaim::processor::Processor>(
+    url: &str,
+    overrides: &[(&str, &str)],
+    processor: P,
+) -> hookclaim::retention::Retention<P> {
+    let config = config(url, overrides);
+    hookclaim::environment::retention(&config, processor)
+        .await
+        .expect("retention cold start")
 }
 
 /// Loads `events/<name>.json` as the runtime would deliver it.
@@ -508,7 +541,18 @@ pub fn github_request(
     body: &[u8],
     base64_body: bool,
 ) -> lambda_http::Request {
-    let sig = github_signature(GITHUB_SECRET, body);
+    github_request_with_secret(GITHUB_SECRET, format, id, body, base64_body)
+}
+
+/// A GitHub request in `format` with delivery id `id`, signed with `secret`.
+pub fn github_request_with_secret(
+    secret: &str,
+    format: Format,
+    id: &str,
+    body: &[u8],
+    base64_body: bool,
+) -> lambda_http::Request {
+    let sig = github_signature(secret, body);
     request(
         format,
         "POST",
@@ -522,6 +566,30 @@ pub fn github_request(
         body,
         base64_body,
     )
+}
+
+/// The Stripe test secret from env.local.json.
+pub const STRIPE_SECRET: &str = "whsec_hookclaim_stripe_test";
+
+/// Stripe's signature header value for `body` sent at `t` (seconds), under `secret`.
+pub fn stripe_signature(secret: &str, t: impl std::fmt::Display, body: &[u8]) -> String {
+    use hmac::Mac as _;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(body);
+    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// `req` as Lambda invokes it with its deadline `within` from now (the claim's lease is measured
+/// from the deadline).
+pub fn with_deadline(req: lambda_http::Request, within: Duration) -> lambda_http::Request {
+    use lambda_http::RequestExt as _;
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.deadline = (std::time::SystemTime::now() + within)
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    req.with_lambda_context(ctx)
 }
 
 /// Number of rows in the delivery table.
