@@ -87,8 +87,19 @@ pub async fn webhook<P: Processor>(
     let keys = Keys::with_aws(Arc::new(config.sources.clone()), secrets, aws.clone());
     let db = database_with(config, aws).await?;
     let webhook = Webhook::new(config, keys, db, processor);
-    if let Err(e) = webhook.keys().current().await {
-        tracing::warn!(error = %e, "webhook secrets not loaded at cold start; will retry on first delivery");
+    match webhook.keys().current().await {
+        Ok(ring) => {
+            for source in ring.sources_without_secrets() {
+                tracing::warn!(
+                    source,
+                    "no webhook secret configured for this source: its deliveries answer 401"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(
+            error = %e,
+            "webhook secrets not loaded at cold start; will retry on first delivery"
+        ),
     }
     if let Err(e) = webhook.ensure_ready().await {
         tracing::warn!(error = %e, "database not ready at cold start; will retry on first delivery");

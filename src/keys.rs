@@ -15,42 +15,63 @@ use crate::config::{SecretsFrom, Source};
 use crate::secret::{Secret, SecretError, SecretsDocument};
 use crate::verify::Scheme;
 
-/// Secrets by source name, ready for verification.
+/// Secrets by source name, ready for verification. A source whose secret is unusable is kept
+/// apart, so it alone is disabled and every other source keeps verifying.
 #[derive(Debug, Default)]
-pub struct Keyring(BTreeMap<String, Vec<Secret>>);
+pub struct Keyring {
+    secrets: BTreeMap<String, Vec<Secret>>,
+    unusable: BTreeMap<String, SecretError>,
+}
 
 impl Keyring {
     /// Builds the keyring for the configured `sources` from a secrets document. Secrets of
-    /// sources that are not configured are ignored.
-    pub fn build(
-        sources: &BTreeMap<String, Source>,
-        doc: &SecretsDocument,
-    ) -> Result<Self, KeysError> {
-        let mut ring = BTreeMap::new();
+    /// sources that are not configured are ignored; a source whose secret cannot be parsed is
+    /// logged and refused until the document is fixed.
+    pub fn build(sources: &BTreeMap<String, Source>, doc: &SecretsDocument) -> Self {
+        let mut ring = Keyring::default();
         for (name, source) in sources {
             let standard = matches!(source.scheme, Scheme::Standard { .. });
-            let secrets = doc
-                .0
-                .get(name)
-                .map(|list| {
-                    list.iter()
-                        .map(|s| Secret::parse(s, standard))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .transpose()
-                .map_err(|e| KeysError::Invalid {
-                    source_name: name.clone(),
-                    error: e,
-                })?
-                .unwrap_or_default();
-            ring.insert(name.clone(), secrets);
+            let parsed = doc.0.get(name).map_or(Ok(Vec::new()), |list| {
+                list.iter()
+                    .map(|s| Secret::parse(s, standard))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            match parsed {
+                Ok(secrets) => {
+                    ring.secrets.insert(name.clone(), secrets);
+                }
+                Err(error) => {
+                    tracing::error!(
+                        source = %name,
+                        %error,
+                        "webhook secret unusable: deliveries to this source answer 503 until it \
+                         is fixed"
+                    );
+                    ring.unusable.insert(name.clone(), error);
+                }
+            }
         }
-        Ok(Keyring(ring))
+        ring
     }
 
-    /// The secrets for `source`, newest first; empty when none is configured.
-    pub fn for_source(&self, source: &str) -> &[Secret] {
-        self.0.get(source).map_or(&[], Vec::as_slice)
+    /// The secrets for `source`, newest first; empty when none is configured, an error when
+    /// the configured one is unusable.
+    pub fn for_source(&self, source: &str) -> Result<&[Secret], KeysError> {
+        if let Some(error) = self.unusable.get(source) {
+            return Err(KeysError::Invalid {
+                source_name: source.to_owned(),
+                error: error.clone(),
+            });
+        }
+        Ok(self.secrets.get(source).map_or(&[], Vec::as_slice))
+    }
+
+    /// Configured sources that have no secret at all: every delivery to them is refused.
+    pub fn sources_without_secrets(&self) -> impl Iterator<Item = &str> {
+        self.secrets
+            .iter()
+            .filter(|(_, secrets)| secrets.is_empty())
+            .map(|(name, _)| name.as_str())
     }
 }
 
@@ -93,6 +114,9 @@ pub struct Keys {
     sources: Arc<BTreeMap<String, Source>>,
     loader: Loader,
     min_refresh_interval: Duration,
+    /// Cached secrets older than this are read again before use, so a revoked one stops
+    /// verifying without waiting for a failed signature.
+    max_age: Duration,
     loaded: RwLock<Option<Loaded>>,
     /// When the first load last failed.
     load_failed: std::sync::Mutex<Option<Instant>>,
@@ -116,23 +140,26 @@ impl Keys {
         from: &SecretsFrom,
         aws: Arc<Aws>,
     ) -> Self {
-        let (loader, min_refresh_interval) = match from {
-            SecretsFrom::Env(doc) => (Loader::Env(doc.clone()), Duration::MAX),
+        let (loader, min_refresh_interval, max_age) = match from {
+            SecretsFrom::Env(doc) => (Loader::Env(doc.clone()), Duration::MAX, Duration::MAX),
             SecretsFrom::SecretsManager {
                 arn,
                 min_refresh_interval,
+                max_age,
             } => (
                 Loader::SecretsManager {
                     arn: arn.clone(),
                     aws,
                 },
                 *min_refresh_interval,
+                *max_age,
             ),
         };
         Keys {
             sources,
             loader,
             min_refresh_interval,
+            max_age,
             loaded: RwLock::new(None),
             load_failed: std::sync::Mutex::new(None),
             refresh_gate: Mutex::new(None),
@@ -146,11 +173,20 @@ impl Keys {
         self.fetches.load(Ordering::Relaxed)
     }
 
-    /// The cached keyring, loading it on first use. After a failed load, the next one waits
-    /// out a short interval (failing at once meanwhile).
+    /// The cached keyring, loading it on first use and reading it again once it is older than
+    /// the maximum age (rate-limited; the cached one serves when that is not possible). After a
+    /// failed first load, the next one waits out a short interval (failing at once meanwhile).
     pub async fn current(&self) -> Result<Arc<Keyring>, KeysError> {
-        if let Some(l) = self.loaded.read().await.as_ref() {
-            return Ok(l.ring.clone());
+        let cached = self
+            .loaded
+            .read()
+            .await
+            .as_ref()
+            .map(|l| (l.ring.clone(), l.at));
+        match cached {
+            Some((ring, at)) if at.elapsed() < self.max_age => return Ok(ring),
+            Some((ring, _)) => return Ok(self.refresh("past their maximum age").await.unwrap_or(ring)),
+            None => {}
         }
         let mut slot = self.loaded.write().await;
         if let Some(l) = slot.as_ref() {
@@ -189,6 +225,12 @@ impl Keys {
     /// Concurrent callers queue behind one refresh and then get its result, so a delivery
     /// signed with a rotated secret is not refused for arriving during another's refresh.
     pub async fn refresh_after_failure(&self) -> Option<Arc<Keyring>> {
+        self.refresh("after a failed verification").await
+    }
+
+    /// Refetches unless that was done or tried within the minimum interval; see
+    /// [`Keys::refresh_after_failure`].
+    async fn refresh(&self, why: &'static str) -> Option<Arc<Keyring>> {
         if matches!(self.loader, Loader::Env(_)) {
             return None;
         }
@@ -214,7 +256,7 @@ impl Keys {
                     ring: ring.clone(),
                     at: Instant::now(),
                 });
-                tracing::info!("webhook secrets refreshed after a failed verification");
+                tracing::info!(why, "webhook secrets refreshed");
                 Some(ring)
             }
             Err(e) => {
@@ -239,6 +281,6 @@ impl Keys {
             }
         };
         let doc = SecretsDocument::parse(&doc).map_err(KeysError::Document)?;
-        Keyring::build(&self.sources, &doc)
+        Ok(Keyring::build(&self.sources, &doc))
     }
 }

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, RetryPolicy, Source};
 use crate::db::{Database, DbError};
 use crate::invocation;
-use crate::keys::{Keys, KeysError};
+use crate::keys::{Keyring, Keys, KeysError};
 use crate::observe::{self, DeliveryRecord};
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
@@ -285,8 +285,9 @@ impl<P: Processor> Webhook<P> {
         Ok(answer_settled(settled, facts))
     }
 
-    /// Verifies with the cached secrets; if that fails on the signature alone, refreshes the
-    /// secrets (rate-limited) once and tries again, so a rotation is picked up without redeploy.
+    /// Verifies with the cached secrets; if that fails on the signature alone (or the source's
+    /// secret is missing or unusable), refreshes the secrets (rate-limited) once and tries again,
+    /// so a rotation or a fixed secret is picked up without a redeploy.
     async fn verify(
         &self,
         source: &Source,
@@ -294,28 +295,23 @@ impl<P: Processor> Webhook<P> {
         body: &[u8],
     ) -> Result<Verified, Rejection> {
         let now = unix_secs((self.clock)());
-        let ring = self.keys.current().await?;
-        let first = verify::verify(
-            &source.scheme,
-            ring.for_source(&source.name),
-            headers,
-            body,
-            now,
+        let attempt = |ring: &Keyring| -> Result<Verified, Rejection> {
+            let secrets = ring.for_source(&source.name)?;
+            Ok(verify::verify(&source.scheme, secrets, headers, body, now)?)
+        };
+        let first = attempt(&*self.keys.current().await?);
+        let worth_a_refresh = matches!(
+            first,
+            Err(Rejection::Unverified(
+                VerifyError::InvalidSignature | VerifyError::NoSecret
+            ) | Rejection::Secrets(_))
         );
-        match first {
-            Err(VerifyError::InvalidSignature | VerifyError::NoSecret) => {
-                match self.keys.refresh_after_failure().await {
-                    Some(fresh) => Ok(verify::verify(
-                        &source.scheme,
-                        fresh.for_source(&source.name),
-                        headers,
-                        body,
-                        now,
-                    )?),
-                    None => Ok(first?),
-                }
-            }
-            other => Ok(other?),
+        if !worth_a_refresh {
+            return first;
+        }
+        match self.keys.refresh_after_failure().await {
+            Some(fresh) => attempt(&fresh),
+            None => first,
         }
     }
 

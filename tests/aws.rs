@@ -87,6 +87,38 @@ async fn a_rotated_webhook_secret_is_picked_up_by_the_first_delivery_signed_with
     assert_eq!(moto.count(GET_SECRET_VALUE, &name), 2);
 }
 
+#[tokio::test]
+async fn a_revoked_secret_stops_verifying_once_the_cache_is_older_than_its_maximum_age() {
+    let moto = moto::server();
+    let name = moto::unique_name("revoke");
+    let arn = moto::create_secret(&name, r#"{"github": ["kept", "leaked"]}"#).await;
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(
+        &db.url,
+        &[
+            ("HOOKCLAIM_SECRETS_ARN", &arn),
+            ("HOOKCLAIM_SECRETS_REFRESH_SECS", "1"),
+            ("HOOKCLAIM_SECRETS_MAX_AGE_SECS", "2"),
+        ],
+        StoreOnly,
+    )
+    .await;
+    assert_eq!(status(&hook, signed("leaked", "v1")).await, 200);
+
+    // The leaked secret is revoked; no delivery signed with it fails in the meantime, so only
+    // the maximum age can make the environment read the secrets again.
+    moto::put_secret_value(&arn, r#"{"github": ["kept"]}"#).await;
+    outlive_interval(2).await;
+
+    assert_eq!(status(&hook, signed("leaked", "v2")).await, 401);
+    assert_eq!(status(&hook, signed("kept", "v3")).await, 200);
+    assert_eq!(
+        moto.count(GET_SECRET_VALUE, &name),
+        2,
+        "one read for the age"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_racing_one_refresh_all_verify_with_the_rotated_secret() {
     let moto = moto::server();

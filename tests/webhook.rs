@@ -394,6 +394,32 @@ async fn bad_signature_and_stale_timestamp_answer_401_and_store_nothing() {
 }
 
 #[tokio::test]
+async fn one_unusable_secret_disables_only_its_own_source() {
+    // svix's secret is not valid whsec_ base64; every other source's secret is fine.
+    let db = TestDb::migrated().await;
+    let mut secrets: serde_json::Value =
+        serde_json::from_str(&support::local_env()["HOOKCLAIM_SECRETS"]).unwrap();
+    secrets["svix"] = serde_json::json!("whsec_not*base64!");
+    let secrets = secrets.to_string();
+    let hook = support::webhook(&db.url, &[("HOOKCLAIM_SECRETS", &secrets)], StoreOnly).await;
+
+    let stripe = hook.handle(event("stripe")).await;
+    let github = hook.handle(event("github")).await;
+    let svix = hook.handle(event("svix")).await;
+
+    assert_eq!(answer(&stripe).0, 200);
+    assert_eq!(answer(&github).0, 200);
+    assert_eq!(
+        answer(&svix),
+        (
+            503,
+            serde_json::json!({"status": "unavailable", "error": "temporarily unavailable"})
+        )
+    );
+    assert_eq!(delivery_count(&db.client().await).await, 2);
+}
+
+#[tokio::test]
 async fn malformed_requests_answer_400_and_store_nothing() {
     let db = TestDb::migrated().await;
     let hook = support::webhook(&db.url, &[], StoreOnly).await;

@@ -33,7 +33,10 @@ pub fn run(data: &[u8]) {
         "routed an oversized body"
     );
 
-    let secrets = samples.keyring.for_source(&source.name);
+    let secrets = samples
+        .keyring
+        .for_source(&source.name)
+        .expect("every sample source has usable secrets");
     let result = verify::verify(&source.scheme, secrets, req.headers(), body, SAMPLE_CLOCK);
     let Ok(verified) = result else {
         return;
@@ -75,7 +78,10 @@ mod tests {
             let Ok((source, body)) = webhook::route(&samples().sources, &name, &req) else {
                 continue;
             };
-            let secrets = samples().keyring.for_source(&source.name);
+            let secrets = samples()
+                .keyring
+                .for_source(&source.name)
+                .expect("every sample source has usable secrets");
             if verify::verify(&source.scheme, secrets, req.headers(), body, SAMPLE_CLOCK).is_ok() {
                 verified.push(path.file_stem().unwrap().to_string_lossy().into_owned());
             }

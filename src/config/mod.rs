@@ -237,6 +237,13 @@ mod tests {
             ),
             (
                 &[
+                    ("HOOKCLAIM_SECRETS_ARN", "arn"),
+                    ("HOOKCLAIM_SECRETS_MAX_AGE_SECS", "0"),
+                ],
+                "HOOKCLAIM_SECRETS_MAX_AGE_SECS",
+            ),
+            (
+                &[
                     ("DATABASE_SECRET_ARN", "arn"),
                     ("DATABASE_SECRET_REFRESH_SECS", "0"),
                 ],
@@ -281,6 +288,7 @@ mod tests {
             Some(SecretsFrom::SecretsManager {
                 arn: "arn:hooks".into(),
                 min_refresh_interval: Duration::from_secs(60),
+                max_age: Duration::from_secs(300),
             })
         );
         assert!(matches!(

@@ -36,6 +36,8 @@ pub enum SecretsFrom {
         arn: String,
         /// Cached secrets younger than this are not refetched after a failed verification.
         min_refresh_interval: Duration,
+        /// Cached secrets older than this are read again before use.
+        max_age: Duration,
     },
 }
 
@@ -46,10 +48,12 @@ impl std::fmt::Debug for SecretsFrom {
             SecretsFrom::SecretsManager {
                 arn,
                 min_refresh_interval,
+                max_age,
             } => f
                 .debug_struct("SecretsManager")
                 .field("arn", arn)
                 .field("min_refresh_interval", min_refresh_interval)
+                .field("max_age", max_age)
                 .finish(),
         }
     }
@@ -93,6 +97,13 @@ pub(super) fn read_secrets(get: Lookup<'_>) -> Result<Option<SecretsFrom>, Confi
                     get,
                     "HOOKCLAIM_SECRETS_REFRESH_SECS",
                     60,
+                    1,
+                    86_400,
+                )?),
+                max_age: Duration::from_secs(int(
+                    get,
+                    "HOOKCLAIM_SECRETS_MAX_AGE_SECS",
+                    300,
                     1,
                     86_400,
                 )?),
