@@ -93,3 +93,8 @@ pub use work::{Queued, Work};
 /// The PostgreSQL driver hookclaim uses, so processors name the same version's types
 /// (`hookclaim::tokio_postgres::types::Type` for [`Queued::bind`]).
 pub use tokio_postgres;
+
+/// The README's code blocks, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,80 @@
+//! A webhook function of your own, built on hookclaim's public API only: [`Orders`] records each
+//! paid Stripe Checkout order once, in its own table, in the delivery's transaction. The binaries
+//! `orders-webhook` and `orders-retention` run it as the two Lambda functions.
+
+// Everything below is also the processor in the README's "Use it in your own function" block
+// (tests/example.rs checks that it still is): change both together.
+
+use hookclaim::tokio_postgres::types::Type;
+use hookclaim::tokio_postgres::{self, Transaction};
+use hookclaim::{Delivery, Outcome, ProcessError, Processor, Work};
+
+/// Records each paid Stripe Checkout order once in `example_orders`. The order id is the key and
+/// the insert commits with the delivery's "done", so neither a redelivery nor a second event
+/// about the same order records it twice.
+pub struct Orders;
+
+/// The processor's own table, created by the first cold start.
+const CREATE_ORDERS: &str = "CREATE TABLE example_orders (
+    order_id    text PRIMARY KEY,
+    amount      bigint,
+    currency    text,
+    source      text NOT NULL,
+    delivery_id text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+)";
+
+/// One paid order; the same order again changes nothing.
+const RECORD_ORDER: &str = "INSERT INTO example_orders
+    (order_id, amount, currency, source, delivery_id) VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (order_id) DO NOTHING";
+
+/// The Stripe events that can say a Checkout session is paid.
+const PAID_EVENTS: &[&str] = &[
+    "checkout.session.completed",
+    "checkout.session.async_payment_succeeded",
+];
+
+impl Processor for Orders {
+    fn name(&self) -> &'static str {
+        "orders"
+    }
+
+    async fn setup(&self, tx: &Transaction<'_>) -> Result<(), tokio_postgres::Error> {
+        // Checked first so that a role without CREATE can start once the table exists.
+        let exists: bool = tx
+            .query_typed_one("SELECT to_regclass('example_orders') IS NOT NULL", &[])
+            .await?
+            .get(0);
+        if !exists {
+            tx.batch_execute(CREATE_ORDERS).await?;
+        }
+        Ok(())
+    }
+
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
+        // Other events are kept in hookclaim's table; there is nothing more to do for them.
+        if !PAID_EVENTS.contains(&d.event_type.as_deref().unwrap_or_default()) {
+            return Ok(Outcome::Done);
+        }
+        // `?` makes a parse error a retryable failure. Stripe bodies always parse here: hookclaim
+        // has read the delivery id from them already.
+        let event = d.json()?;
+        let session = &event["data"]["object"];
+        let Some(order_id) = session["id"].as_str().filter(|id| !id.is_empty()) else {
+            // No retry can add the id: dead at once, the payload kept for a replay.
+            return Ok(Outcome::Permanent("checkout session without an id".into()));
+        };
+        // A delayed payment method completes the session unpaid; async_payment_succeeded follows.
+        if session["payment_status"] != "paid" {
+            return Ok(Outcome::Done);
+        }
+        work.execute(RECORD_ORDER)
+            .bind(order_id.to_owned(), Type::TEXT)
+            .bind(session["amount_total"].as_i64(), Type::INT8)
+            .bind(session["currency"].as_str().map(str::to_owned), Type::TEXT)
+            .bind(d.source.clone(), Type::TEXT)
+            .bind(d.delivery_id.clone(), Type::TEXT);
+        Ok(Outcome::Done)
+    }
+}
