@@ -2,10 +2,11 @@
 //! The webhook function and the retention re-drive share this, so a delivery is handled the same
 //! way whichever of them holds the claim.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::config::RetryPolicy;
 use crate::db::{classify, DbError, Session};
+use crate::invocation;
 use crate::processor::{Delivery, Outcome, ProcessError, Processor};
 use crate::store::{Attempt, Finish};
 use crate::work::Work;
@@ -52,18 +53,26 @@ impl Settled {
     }
 }
 
+/// Time kept back from the invocation's deadline for recording a failed attempt and answering:
+/// processing that is not finished by then is abandoned.
+pub const PROCESSING_RESERVE: Duration = Duration::from_secs(1);
+
 /// Processes `delivery` (already claimed at `delivery.attempt` by `owner`) in a transaction and
-/// records the outcome.
+/// records the outcome, all before the invocation's `deadline`.
 ///
 /// On a connection failure mid-way, the transaction is lost (rolled back by the server), the
-/// connection is remade once and the attempt is recorded as failed so it can be retried;
-/// `Err` only when even that cannot be written, in which case the lease still protects it.
+/// connection is remade once and the attempt is recorded as failed so it can be retried. The
+/// same happens when processing (the processor's own calls or the commit) is still running
+/// [`PROCESSING_RESERVE`] before the deadline: the statement is cancelled on the server and the
+/// connection let go, so the sender hears 503 before Lambda ends the invocation. `Err` only when
+/// even the failure cannot be written, in which case the lease still protects the delivery.
 pub async fn run_claimed<P: Processor>(
     session: &mut Session<'_>,
     processor: &P,
     delivery: &Delivery,
     owner: &str,
     policy: &RetryPolicy,
+    deadline: SystemTime,
 ) -> Result<Settled, DbError> {
     let at = Attempt {
         source: &delivery.source,
@@ -71,7 +80,17 @@ pub async fn run_claimed<P: Processor>(
         attempt: delivery.attempt,
         owner,
     };
-    let outcome = match process_in_transaction(session, processor, delivery, &at).await {
+    let budget = invocation::remaining(deadline).saturating_sub(PROCESSING_RESERVE);
+    let processed = tokio::time::timeout(
+        budget,
+        process_in_transaction(session, processor, delivery, &at),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        session.abandon();
+        Err(Failure::OutOfTime)
+    });
+    let outcome = match processed {
         Ok(settled) => return Ok(settled),
         Err(Failure::Processor(outcome)) => outcome,
         Err(Failure::Database(e)) => {
@@ -81,6 +100,9 @@ pub async fn run_claimed<P: Processor>(
             Outcome::Retry(format!("database error during processing: {e}"))
         }
         Err(Failure::Error(e)) => Outcome::Retry(e.to_string()),
+        Err(Failure::OutOfTime) => {
+            Outcome::Retry("processing did not finish within the invocation's time".into())
+        }
     };
     record_failure(session, &at, outcome, policy).await
 }
@@ -93,6 +115,8 @@ enum Failure {
     Database(DbError),
     /// Any other error the processor returned.
     Error(ProcessError),
+    /// Processing was still running when the invocation's time ran short.
+    OutOfTime,
 }
 
 impl From<ProcessError> for Failure {

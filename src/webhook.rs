@@ -279,9 +279,16 @@ impl<P: Processor> Webhook<P> {
             headers,
             attempt,
         };
-        let settled =
-            pipeline::run_claimed(&mut session, &self.processor, &delivery, &owner, &self.retry)
-                .await?;
+        let deadline = invocation::deadline(req.lambda_context_ref());
+        let settled = pipeline::run_claimed(
+            &mut session,
+            &self.processor,
+            &delivery,
+            &owner,
+            &self.retry,
+            deadline,
+        )
+        .await?;
         Ok(answer_settled(settled, facts))
     }
 

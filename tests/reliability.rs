@@ -5,12 +5,11 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use hookclaim::work::Work;
 use hookclaim::Licences;
-use support::ledger::licence_count;
+use support::ledger::{expire_lease, licence_count};
 use support::{answer, delivery_count, github_request, row, Format, TestDb};
 use tokio::sync::Notify;
 use tokio_postgres::types::Type;
@@ -134,21 +133,19 @@ async fn an_invocation_that_outlives_its_lease_cannot_overwrite_the_new_owners_r
         started: Notify::new(),
         release: Notify::new(),
     });
-    let overrides = [("LEASE_MARGIN_SECS", "0")];
-    let zombie_env = Arc::new(support::webhook(&db.url, &overrides, SlowFirst(slow.clone())).await);
-    let other_env = support::webhook(&db.url, &overrides, SlowFirst(slow.clone())).await;
+    let zombie_env = Arc::new(support::webhook(&db.url, &[], SlowFirst(slow.clone())).await);
+    let other_env = support::webhook(&db.url, &[], SlowFirst(slow.clone())).await;
 
-    // The first invocation's deadline is one second away: its lease ends then.
-    let first = support::with_deadline(
-        github_request(Format::HttpApiV2, "zombie", br#"{}"#, false),
-        Duration::from_secs(1),
-    );
+    // The first invocation stalls inside its processing while its lease runs out (an
+    // environment frozen mid-invocation; a live invocation gives up before its deadline, so only
+    // such a stall outlives a lease).
+    let first = github_request(Format::HttpApiV2, "zombie", br#"{}"#, false);
     let zombie = tokio::spawn({
         let env = zombie_env.clone();
         async move { answer(&env.handle(first).await) }
     });
     slow.started.notified().await;
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    expire_lease(&db.client().await, "zombie").await;
 
     // The lease has expired: the sender's redelivery takes the delivery over and finishes it.
     let redelivery = other_env

@@ -375,9 +375,24 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     };
     let retry = usual_policy();
     let mut session = r.database().session().await;
-    let done = pipeline::run_claimed(&mut session, &Licences, &delivery, "zombie", &retry).await;
-    let failed =
-        pipeline::run_claimed(&mut session, &AlwaysRetry, &delivery, "zombie", &retry).await;
+    let done = pipeline::run_claimed(
+        &mut session,
+        &Licences,
+        &delivery,
+        "zombie",
+        &retry,
+        in_a_minute(),
+    )
+    .await;
+    let failed = pipeline::run_claimed(
+        &mut session,
+        &AlwaysRetry,
+        &delivery,
+        "zombie",
+        &retry,
+        in_a_minute(),
+    )
+    .await;
     drop(session);
     let at = first_attempt("evt_zombie", "zombie");
     let dead = store::finish_dead(&c, &at, "late").await.unwrap();

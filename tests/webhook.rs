@@ -608,6 +608,54 @@ async fn a_write_that_fails_at_commit_rolls_everything_back_and_the_attempt_is_r
 }
 
 #[tokio::test]
+async fn a_commit_that_hangs_answers_503_before_the_invocation_deadline_and_records_the_failure() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], Licences).await;
+    // Another session holds the licence table, so the delivery's commit waits on its lock for
+    // longer than the invocation has (the server's statement timeout is 5 s).
+    let mut blocker = db.client().await;
+    let lock = blocker.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE hookclaim_example_licences IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let req = support::with_deadline(
+        github_request(
+            Format::HttpApiV2,
+            "hang-1",
+            br#"{"order_id":"o-hang"}"#,
+            false,
+        ),
+        Duration::from_millis(2500),
+    );
+
+    let started = std::time::Instant::now();
+    let resp = hook.handle(req).await;
+    let took = started.elapsed();
+
+    assert_eq!(answer(&resp).0, 503);
+    assert!(
+        took < Duration::from_millis(2500),
+        "answered after the deadline: {took:?}"
+    );
+    lock.rollback().await.unwrap();
+    let admin = db.client().await;
+    let (status, attempt, error) = row(&admin, "github", "hang-1").await.expect("row");
+    assert_eq!((status.as_str(), attempt), ("failed", 1));
+    assert!(error.unwrap_or_default().contains("invocation's time"));
+    assert_eq!(licence_count(&admin).await, 0);
+    // The abandoned connection was let go; the next delivery works on a new one.
+    let next = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "hang-2",
+            br#"{"order_id":"o-next"}"#,
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&next).0, 200);
+}
+
+#[tokio::test]
 async fn a_processor_that_crashes_inside_its_transaction_leaves_the_connection_clean() {
     let db = TestDb::migrated().await;
     let hook = std::sync::Arc::new(support::webhook(&db.url, &[], Scripted).await);

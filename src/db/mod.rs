@@ -405,6 +405,12 @@ impl Session<'_> {
         }
     }
 
+    /// Lets go of the connection in whatever state it is, asking the server to cancel a
+    /// statement that may still be running on it: for work abandoned at a deadline.
+    pub fn abandon(&mut self) {
+        self.cancel_and_discard();
+    }
+
     /// Forgets the connection after its statement overran the client deadline, asking the
     /// server to cancel that statement first. Closing the socket alone does not stop it: behind
     /// a pooler the server connection keeps running it (and holding its locks) after the pooler

@@ -100,7 +100,7 @@ impl<P: Processor> Retention<P> {
                 return Ok(true);
             };
             report.reclaimed += 1;
-            let settled = self.redrive(session, &stored, &owner).await?;
+            let settled = self.redrive(session, &stored, &owner, clock).await?;
             log_redrive(&stored, &settled);
             report.record(&stored, &settled);
         }
@@ -113,6 +113,7 @@ impl<P: Processor> Retention<P> {
         session: &mut Session<'_>,
         stored: &StoredDelivery,
         owner: &str,
+        clock: Clock,
     ) -> Result<Settled, DbError> {
         let Some(delivery) = delivery_of(stored) else {
             let at = Attempt {
@@ -129,7 +130,15 @@ impl<P: Processor> Retention<P> {
                 Finish::Fenced => Settled::Fenced,
             });
         };
-        pipeline::run_claimed(session, &self.processor, &delivery, owner, &self.retry).await
+        pipeline::run_claimed(
+            session,
+            &self.processor,
+            &delivery,
+            owner,
+            &self.retry,
+            clock.deadline,
+        )
+        .await
     }
 
     /// Deletes finished rows older than `horizon` in batches. Returns whether it ran out of work.
@@ -269,7 +278,7 @@ impl<P: Processor> Retention<P> {
             return Err(refusal(source, delivery_id, state));
         };
         report.reclaimed += 1;
-        let settled = self.redrive(session, &stored, &owner).await?;
+        let settled = self.redrive(session, &stored, &owner, clock).await?;
         log_redrive(&stored, &settled);
         report.record(&stored, &settled);
         report.replay = Some(ReplayReport {
