@@ -575,6 +575,145 @@ async fn a_large_purge_stops_at_the_deadline_and_the_next_run_finishes_it() {
     );
 }
 
+/// Processing that takes `0` (a slow downstream call), then succeeds.
+struct Slow(Duration);
+
+impl Processor for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+
+    async fn process(&self, _: &Delivery, _: &mut Work<'_>) -> Result<Outcome, ProcessError> {
+        tokio::time::sleep(self.0).await;
+        Ok(Outcome::Done)
+    }
+}
+
+/// `n` failed deliveries due now and `m` done ones past the purge horizon.
+async fn backlog_of(c: &Client, due: usize, purgeable: usize) {
+    for i in 0..due {
+        insert(c, "stripe", &format!("due-{i}"), "failed", 0).await;
+    }
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries SET next_attempt_at = now() - interval '1 minute'",
+    )
+    .await
+    .unwrap();
+    for i in 0..purgeable {
+        insert(c, "stripe", &format!("old-{i}"), "done", 40).await;
+    }
+}
+
+async fn rows_like(c: &Client, prefix: &str) -> i64 {
+    support::count(
+        c,
+        &format!("SELECT count(*) FROM hookclaim_deliveries WHERE delivery_id LIKE '{prefix}%'"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_redrive_backlog_leaves_the_purge_its_share_of_the_run() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    backlog_of(&c, 40, 100).await;
+    let r = retention(
+        &db,
+        Slow(Duration::from_millis(250)),
+        settings(),
+        usual_policy(),
+    )
+    .await;
+    r.ensure_ready().await.unwrap();
+
+    // Four seconds, one of them margin: the re-drives alone would need ten.
+    let report = r
+        .handle(json!({}), SystemTime::now() + Duration::from_secs(4))
+        .await
+        .unwrap();
+
+    assert!(report.redriven.ok > 0);
+    assert!(report.redriven.ok < 40);
+    assert_eq!(
+        report.purged, 100,
+        "the purge ran despite the re-drive backlog"
+    );
+    assert!(report.stopped_early);
+    assert_eq!(rows_like(&c, "old-").await, 0);
+}
+
+#[tokio::test]
+async fn a_purge_batch_that_outruns_the_statement_timeout_is_retried_smaller() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    backlog_of(&c, 0, 300).await;
+    // Every deleted row costs 4 ms: a batch of 1000 (300 rows) takes 1.2 s.
+    c.batch_execute(
+        "CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN PERFORM pg_sleep(0.004); RETURN OLD; END $$;
+         CREATE TRIGGER slow_delete BEFORE DELETE ON hookclaim_deliveries
+           FOR EACH ROW EXECUTE FUNCTION slow_delete();",
+    )
+    .await
+    .unwrap();
+    let vars = BTreeMap::from([
+        (
+            "HOOKCLAIM_SOURCES",
+            r#"{"stripe":{"kind":"stripe"}}"#.to_string(),
+        ),
+        ("DATABASE_URL", db.url.clone()),
+        ("DATABASE_TLS", "disable".to_string()),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "300".to_string()),
+    ]);
+    let config = Config::from_lookup(|k| vars.get(k).cloned()).unwrap();
+    let database = hookclaim::environment::database(&config).await.unwrap();
+    let r = Retention::new(
+        database,
+        StoreOnly,
+        settings(),
+        usual_policy(),
+        Duration::from_secs(10),
+    );
+    r.ensure_ready().await.unwrap();
+
+    let report = r.handle(json!({}), in_a_minute()).await.expect("run");
+
+    assert_eq!(report.purged, 300);
+    assert!(!report.stopped_early);
+    assert_eq!(rows_like(&c, "old-").await, 0);
+}
+
+#[tokio::test]
+async fn a_failing_phase_is_reported_and_the_other_phases_still_run() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    backlog_of(&c, 1, 50).await;
+    // The reclaim's statement fails (as a poisoned row or a bug would make it).
+    c.batch_execute(
+        "CREATE FUNCTION no_reclaim() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN
+                IF OLD.status = 'failed' AND NEW.status = 'processing' THEN
+                  RAISE EXCEPTION 'reclaim refused';
+                END IF;
+                RETURN NEW;
+              END $$;
+         CREATE TRIGGER no_reclaim BEFORE UPDATE ON hookclaim_deliveries
+           FOR EACH ROW EXECUTE FUNCTION no_reclaim();",
+    )
+    .await
+    .unwrap();
+    let r = retention(&db, StoreOnly, settings(), usual_policy()).await;
+    r.ensure_ready().await.unwrap();
+
+    let result = r.handle(json!({}), in_a_minute()).await;
+
+    let err = result.expect_err("the run reports the failed phase");
+    assert!(err.to_string().contains("reclaim refused"), "{err}");
+    assert_eq!(err.error_type(), "hookclaim.DatabaseError");
+    assert_eq!(rows_like(&c, "old-").await, 0, "the purge still ran");
+    assert_eq!(status(&c, "stripe", "due-0").await.0, "failed");
+}
+
 // --- Operator commands ----------------------------------------------------------------------
 
 /// One row of each kind a run would act on, plus rows it would leave alone.

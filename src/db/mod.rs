@@ -62,6 +62,16 @@ impl DbError {
     pub fn is_unavailable(&self) -> bool {
         !matches!(self, DbError::Tls(_))
     }
+
+    /// True when a statement ran out of time: the client's deadline, or the server's statement
+    /// timeout (SQLSTATE 57014).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            DbError::Timeout => true,
+            DbError::Query(e) => e.code() == Some(&SqlState::QUERY_CANCELED),
+            _ => false,
+        }
+    }
 }
 
 /// A boxed future borrowing the connection, for operations that may be retried.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 pub use command::{parse_command, Command};
-pub use report::{report_line, Backlog, MigrateReport, ReplayReport, Report};
+pub use report::{report_line, Backlog, MigrateReport, PhaseError, ReplayReport, Report};
 #[cfg(feature = "internals")]
 pub use {
     command::MAX_OLDER_THAN_DAYS,

@@ -51,6 +51,15 @@ pub struct Backlog {
     pub trim: u64,
 }
 
+/// A phase of a run that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PhaseError {
+    /// `reclaim`, `purge` or `trim`.
+    pub phase: &'static str,
+    /// What went wrong.
+    pub error: String,
+}
+
 /// The outcome of an operator's replay.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReplayReport {
@@ -102,6 +111,9 @@ pub struct Report {
     pub elapsed_ms: u64,
     /// True when the deadline stopped the work before it was finished.
     pub stopped_early: bool,
+    /// Phases of a run that failed; the others still ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phase_errors: Vec<PhaseError>,
     /// Dry run: what a run would do now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub would: Option<Backlog>,
@@ -129,6 +141,7 @@ impl Report {
             remaining: None,
             elapsed_ms: 0,
             stopped_early: false,
+            phase_errors: Vec::new(),
             would: None,
             replay: None,
             stats: None,

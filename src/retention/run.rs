@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{Backlog, MigrateReport, ReplayReport, Report, Retention, RetentionError};
+use super::{Backlog, MigrateReport, PhaseError, ReplayReport, Report, Retention, RetentionError};
 use crate::db::{classify, DbError, Session};
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
@@ -39,6 +39,16 @@ impl Clock {
         Instant::now() >= self.stop_at
     }
 
+    /// A clock for one phase that may use `num/den` of the time left, so a backlog in one phase
+    /// cannot starve the phases after it; time a phase leaves unused goes to the next.
+    fn share(&self, num: u32, den: u32) -> Clock {
+        let left = self.stop_at.saturating_duration_since(Instant::now());
+        Clock {
+            deadline: self.deadline,
+            stop_at: Instant::now() + left * num / den,
+        }
+    }
+
     /// Time until the invocation itself ends.
     fn until_deadline(&self) -> Duration {
         self.deadline
@@ -48,21 +58,26 @@ impl Clock {
 }
 
 impl<P: Processor> Retention<P> {
-    /// A normal run: reclaim and re-drive, then purge, then trim, each until done or the clock
-    /// runs out; then count what is left.
+    /// A normal run: reclaim and re-drive, then purge, then trim, each until done or its share
+    /// of the time runs out (a half of what is left, two thirds of what is then left, the
+    /// rest); then count what is left. A phase that fails is reported and the others still run;
+    /// the run then fails with the first phase's error.
     pub(super) async fn run(
         &self,
         session: &mut Session<'_>,
         clock: Clock,
         report: &mut Report,
     ) -> Result<(), RetentionError> {
-        let reclaimed_all = self.reclaim(session, clock, report).await?;
-        let purged_all = reclaimed_all
-            && self
-                .purge(session, self.settings.retention, clock, report)
-                .await?;
-        let trimmed_all = purged_all && self.trim(session, clock, report).await?;
-        report.stopped_early = !trimmed_all;
+        let mut failed = None;
+        let reclaim = self.reclaim(session, clock.share(1, 2), report).await;
+        let reclaimed_all = phase_ended(report, &mut failed, "reclaim", reclaim);
+        let purge = self
+            .purge(session, self.settings.retention, clock.share(2, 3), report)
+            .await;
+        let purged_all = phase_ended(report, &mut failed, "purge", purge);
+        let trim = self.trim(session, clock, report).await;
+        let trimmed_all = phase_ended(report, &mut failed, "trim", trim);
+        report.stopped_early = !(reclaimed_all && purged_all && trimmed_all);
         report.remaining = self
             .remaining(
                 session,
@@ -72,7 +87,7 @@ impl<P: Processor> Retention<P> {
                 trimmed_all,
             )
             .await;
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Takes over expired leases and due retries one at a time and runs each through the
@@ -149,15 +164,19 @@ impl<P: Processor> Retention<P> {
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
-        let batch = self.settings.batch_size;
+        let mut batch = self.settings.batch_size;
         loop {
             if clock.expired() {
                 return Ok(false);
             }
-            let n = session.purge_batch(horizon, batch).await?;
-            report.purged += n;
-            if n < batch as u64 {
-                return Ok(true);
+            match session.purge_batch(horizon, batch).await {
+                Ok(n) => {
+                    report.purged += n;
+                    if n < batch as u64 {
+                        return Ok(true);
+                    }
+                }
+                Err(e) => batch = smaller_batch(batch, e, "purge")?,
             }
         }
     }
@@ -173,13 +192,19 @@ impl<P: Processor> Retention<P> {
         let Some(horizon) = self.settings.trim_after else {
             return Ok(true);
         };
-        let batch = self.settings.batch_size;
+        let mut batch = self.settings.batch_size;
         let mut cursor = None;
         loop {
             if clock.expired() {
                 return Ok(false);
             }
-            let trimmed = session.trim_batch(horizon, cursor, batch).await?;
+            let trimmed = match session.trim_batch(horizon, cursor, batch).await {
+                Ok(trimmed) => trimmed,
+                Err(e) => {
+                    batch = smaller_batch(batch, e, "trim")?;
+                    continue;
+                }
+            };
             report.trimmed += trimmed.count;
             if trimmed.count < batch as u64 {
                 return Ok(true);
@@ -312,6 +337,39 @@ impl<P: Processor> Retention<P> {
     }
 }
 
+
+/// Whether a phase ran out of work; a failed one is listed in the report, and the first failure
+/// kept for the run's result.
+fn phase_ended(
+    report: &mut Report,
+    failed: &mut Option<RetentionError>,
+    phase: &'static str,
+    result: Result<bool, RetentionError>,
+) -> bool {
+    match result {
+        Ok(finished) => finished,
+        Err(e) => {
+            tracing::error!(phase, error = %e, "retention phase failed; the others still run");
+            report.phase_errors.push(PhaseError {
+                phase,
+                error: e.to_string(),
+            });
+            failed.get_or_insert(e);
+            false
+        }
+    }
+}
+
+/// After a batch failed with `e`: half the batch when it ran out of time (a cold cache or a slow
+/// disk can make the configured size too large for the statement timeout), else the error.
+fn smaller_batch(batch: i64, e: DbError, phase: &'static str) -> Result<i64, RetentionError> {
+    if !e.is_timeout() || batch <= 1 {
+        return Err(e.into());
+    }
+    let smaller = batch / 2;
+    tracing::warn!(phase, batch = smaller, error = %e, "batch ran out of time; trying a smaller one");
+    Ok(smaller)
+}
 
 /// Why a replay could not take the delivery, from its current state.
 fn refusal(source: &str, delivery_id: &str, state: Option<store::DeliveryState>) -> RetentionError {
