@@ -24,7 +24,7 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub struct Forwarder {
     url: http::Uri,
     timeout: Duration,
-    conflict: Conflict,
+    conflict: ForwardConflict,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
@@ -41,13 +41,13 @@ impl Forwarder {
         Ok(Forwarder {
             url,
             timeout,
-            conflict: Conflict::Retry,
+            conflict: ForwardConflict::Retry,
             client: Client::builder(TokioExecutor::new()).build(https),
         })
     }
 
-    /// Reads a 409 from the endpoint as `conflict` says (the default is [`Conflict::Retry`]).
-    pub fn with_conflict(mut self, conflict: Conflict) -> Self {
+    /// Reads a 409 from the endpoint as `conflict` says (the default is [`ForwardConflict::Retry`]).
+    pub fn with_conflict(mut self, conflict: ForwardConflict) -> Self {
         self.conflict = conflict;
         self
     }
@@ -74,9 +74,9 @@ impl Forwarder {
     }
 }
 
-/// What a 409 Conflict from the endpoint means (`FORWARD_CONFLICT`).
+/// What a 409 ForwardConflict from the endpoint means (`FORWARD_CONFLICT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conflict {
+pub enum ForwardConflict {
     /// A request with this key is still being processed (Stripe-style APIs): try again later.
     Retry,
     /// A request with this key was already done: the delivery is done.
@@ -85,9 +85,9 @@ pub enum Conflict {
 
 /// How the endpoint's answer is read: 2xx is done; 409 as `conflict` says; 408, 429 and 5xx are
 /// worth retrying; any other 4xx will never succeed.
-pub fn outcome_of(status: http::StatusCode, conflict: Conflict) -> Outcome {
+pub fn outcome_of(status: http::StatusCode, conflict: ForwardConflict) -> Outcome {
     match (status.as_u16(), conflict) {
-        (200..=299, _) | (409, Conflict::Done) => Outcome::Done,
+        (200..=299, _) | (409, ForwardConflict::Done) => Outcome::Done,
         (408 | 409 | 429 | 500..=599, _) => {
             Outcome::Retry(format!("forward endpoint answered {status}"))
         }
@@ -133,7 +133,7 @@ mod tests {
         let status = |s: u16| http::StatusCode::from_u16(s).unwrap();
         let retry = |o: Outcome| matches!(o, Outcome::Retry(_));
         let permanent = |o: Outcome| matches!(o, Outcome::Permanent(_));
-        for conflict in [Conflict::Retry, Conflict::Done] {
+        for conflict in [ForwardConflict::Retry, ForwardConflict::Done] {
             for s in [200, 201, 204] {
                 assert_eq!(outcome_of(status(s), conflict), Outcome::Done, "{s}");
             }
@@ -145,7 +145,7 @@ mod tests {
             }
         }
         // A 409 means "in flight with this key" unless configured to mean "already done".
-        assert!(retry(outcome_of(status(409), Conflict::Retry)));
-        assert_eq!(outcome_of(status(409), Conflict::Done), Outcome::Done);
+        assert!(retry(outcome_of(status(409), ForwardConflict::Retry)));
+        assert_eq!(outcome_of(status(409), ForwardConflict::Done), Outcome::Done);
     }
 }

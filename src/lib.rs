@@ -80,7 +80,7 @@ internal_modules!(
 );
 
 pub use config::{Config, ConfigError};
-pub use forward::Forwarder;
+pub use forward::{ForwardConflict, Forwarder};
 pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
 pub use licence::Licences;
 pub use processor::{

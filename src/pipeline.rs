@@ -2,7 +2,10 @@
 //! The webhook function and the retention re-drive share this, so a delivery is handled the same
 //! way whichever of them holds the claim.
 
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime};
+
+use futures_util::FutureExt as _;
 
 use crate::config::RetryPolicy;
 use crate::db::{classify, DbError, Session};
@@ -138,7 +141,14 @@ async fn process_in_transaction<P: Processor>(
 ) -> Result<Settled, Failure> {
     let client = session.client().await.map_err(Failure::Database)?;
     let mut work = Work::new(client);
-    let outcome = match processor.process(delivery, &mut work).await {
+    // A panic is a failed attempt, retried and in the end dead like any other, so one poisoned
+    // payload cannot take the function down with it. Only where panics unwind: with
+    // `panic = "abort"` the process ends, and the claim's attempt cap decides.
+    let processed = AssertUnwindSafe(processor.process(delivery, &mut work))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(ProcessError::new(panic_message(panic.as_ref()))));
+    let outcome = match processed {
         Ok(outcome) => outcome,
         Err(e) => {
             // The processor's own failure is the one to report; a failed rollback only means
@@ -161,6 +171,16 @@ async fn process_in_transaction<P: Processor>(
         Finish::Applied => Ok(Settled::Done),
         Finish::Fenced => Ok(Settled::Fenced),
     }
+}
+
+/// What a caught panic said, for the attempt's recorded error.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-text payload");
+    format!("processor panicked: {text}")
 }
 
 /// Records a failed attempt as failed (with backoff) or dead (permanent, or out of attempts).

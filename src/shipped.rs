@@ -5,7 +5,7 @@
 use tokio_postgres::Transaction;
 
 use crate::config::{Config, ProcessorChoice};
-use crate::forward::{Conflict, Forwarder};
+use crate::forward::{ForwardConflict, Forwarder};
 use crate::licence::Licences;
 use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use crate::work::Work;
@@ -32,8 +32,8 @@ impl Shipped {
                 conflict_is_done,
             } => {
                 let conflict = match conflict_is_done {
-                    true => Conflict::Done,
-                    false => Conflict::Retry,
+                    true => ForwardConflict::Done,
+                    false => ForwardConflict::Retry,
                 };
                 let forwarder = Forwarder::new(url.clone(), *timeout)?.with_conflict(conflict);
                 Shipped::Forward(Box::new(forwarder))

@@ -16,7 +16,8 @@ use tokio_postgres::types::Type;
 
 const FORMATS: [Format; 3] = [Format::HttpApiV2, Format::RestV1, Format::FunctionUrl];
 
-/// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "permanent" | "ok"}`.
+/// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "permanent" | "ok" |
+/// "panic" | "hang" | …}`.
 /// It writes an effect that a failure must roll back, and reads it back inside the transaction
 /// before deciding, so both the queued write and the in-transaction read are exercised.
 struct Scripted;
@@ -56,7 +57,8 @@ impl Processor for Scripted {
                 work.execute("SELECT 1 / 0");
                 Outcome::Done
             }
-            Some("panic") => panic!("simulated crash inside the transaction"),
+            Some("panic") => panic!("simulated bug inside the transaction"),
+            Some("hang") => std::future::pending().await,
             Some("deallocate") => {
                 // What a session-mode pooler's reset or an operator's DISCARD does to the
                 // connection's prepared statements.
@@ -656,26 +658,24 @@ async fn a_commit_that_hangs_answers_503_before_the_invocation_deadline_and_reco
 }
 
 #[tokio::test]
-async fn a_processor_that_crashes_inside_its_transaction_leaves_the_connection_clean() {
+async fn an_invocation_that_dies_inside_its_transaction_leaves_the_connection_clean() {
     let db = TestDb::migrated().await;
-    let hook = std::sync::Arc::new(support::webhook(&db.url, &[], Scripted).await);
+    let hook = support::webhook(&db.url, &[], Scripted).await;
     let c = db.client().await;
 
-    // The crash happens after the transaction was opened by the read, with a write in it.
-    let crashed = tokio::spawn({
-        let hook = hook.clone();
-        async move {
-            hook.handle(github_request(
-                Format::HttpApiV2,
-                "crash",
-                br#"{"behaviour":"panic"}"#,
-                false,
-            ))
-            .await
-        }
-    })
+    // The invocation ends (killed, timed out) after the transaction was opened by the read,
+    // with a write in it: its future is dropped mid-processing.
+    let died = tokio::time::timeout(
+        Duration::from_millis(500),
+        hook.handle(github_request(
+            Format::HttpApiV2,
+            "crash",
+            br#"{"behaviour":"hang"}"#,
+            false,
+        )),
+    )
     .await;
-    assert!(crashed.is_err(), "the invocation crashed");
+    assert!(died.is_err(), "the invocation never answered");
 
     // The next delivery on the same connection commits its own work only.
     let resp = hook
@@ -701,6 +701,41 @@ async fn a_processor_that_crashes_inside_its_transaction_leaves_the_connection_c
         1,
         "the connection was kept"
     );
+}
+
+#[tokio::test]
+async fn a_processor_that_panics_is_a_failed_attempt_answered_503_and_the_connection_kept() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], Scripted).await;
+    let c = db.client().await;
+
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "buggy",
+            br#"{"behaviour":"panic"}"#,
+            false,
+        ))
+        .await;
+
+    assert_eq!(answer(&resp).0, 503);
+    let (status, attempt, error) = row(&c, "github", "buggy").await.unwrap();
+    assert_eq!((status.as_str(), attempt), ("failed", 1));
+    assert_eq!(
+        error.as_deref(),
+        Some("processor panicked: simulated bug inside the transaction")
+    );
+    assert_eq!(effects(&c).await, 0, "its write was rolled back");
+    let next = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "fine",
+            br#"{"behaviour":"ok"}"#,
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&next).0, 200);
+    assert_eq!(hook.database().connect_count(), 1);
 }
 
 /// pg_stat_statements for this database, by statement text prefix: (calls, plans).
