@@ -128,6 +128,7 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
     };
     let mut text = serde_json::to_string(&line).unwrap_or_default();
     text.push('\n');
+    debug_assert!(text.len() <= MAX_DELIVERY_LINE, "{} bytes", text.len());
     text
 }
 
