@@ -5,8 +5,11 @@
 use lambda_http::{service_fn, Request};
 use lambda_runtime::LambdaEvent;
 
+use std::time::{Duration, SystemTime};
+
 use crate::config::Config;
 use crate::processor::Processor;
+use crate::retention::{self, RetentionError};
 use crate::{environment, invocation, observe};
 
 /// Why a function stopped: a cold start that failed (a bad setting, an unreadable CA bundle…)
@@ -28,6 +31,14 @@ pub async fn run_webhook<P: Processor>(processor: P) -> Result<(), Error> {
 
 /// Runs the retention function with `processor`, which must be the webhook function's: re-drives
 /// run the same processing.
+///
+/// Outside Lambda (no `AWS_LAMBDA_RUNTIME_API` in the environment) it runs the command its
+/// arguments name once instead, from a terminal, with the same configuration and code as an
+/// invocation: `retention stats`, `retention replay-all --source github --dry-run`,
+/// `retention '{"command":"stats"}'` (the README's Operations lists them). No arguments is a
+/// normal run; `--deadline-secs N` (default 300) bounds it as the function's timeout would.
+/// The report is printed on stdout, logs go to stderr, and an error is printed as Lambda
+/// returns it (`errorType`, `errorMessage`) and ends the process with a failure status.
 pub async fn run_retention<P: Processor>(processor: P) -> Result<(), Error> {
     run_retention_with(|_| Ok(processor)).await
 }
@@ -52,6 +63,10 @@ pub async fn run_webhook_with<P: Processor>(
 pub async fn run_retention_with<P: Processor>(
     make: impl FnOnce(&Config) -> Result<P, Error>,
 ) -> Result<(), Error> {
+    if std::env::var_os(RUNTIME_API).is_none() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        return run_retention_once(make, &args).await;
+    }
     let (config, processor) = cold_start(make)?;
     let retention = environment::retention(&config, processor)
         .await
@@ -66,6 +81,79 @@ pub async fn run_retention_with<P: Processor>(
     .await
 }
 
+/// Set by Lambda (and by emulators) for the runtime loop; a terminal has no such thing.
+const RUNTIME_API: &str = "AWS_LAMBDA_RUNTIME_API";
+
+/// How long a command from a terminal may run by default: the template's retention timeout.
+const TERMINAL_DEADLINE: Duration = Duration::from_secs(300);
+
+/// The retention function's command from a terminal: one invocation's work, answered on stdout.
+async fn run_retention_once<P: Processor>(
+    make: impl FnOnce(&Config) -> Result<P, Error>,
+    args: &[String],
+) -> Result<(), Error> {
+    observe::log_to_stderr();
+    let (config, processor) = cold_start(make)?;
+    let parsed = terminal_deadline(args).and_then(|(within, args)| {
+        Ok((within, retention::payload_from_args(&args)?))
+    });
+    let answer = match parsed {
+        Ok((within, payload)) => {
+            // A failed cold start fails here as it fails a function's: with the setting at fault.
+            let retention = environment::retention(&config, processor)
+                .await
+                .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?;
+            retention.handle(payload, SystemTime::now() + within).await
+        }
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok(report) => {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(())
+        }
+        Err(e) => {
+            let diagnostic = lambda_runtime::Diagnostic::from(e);
+            let answer = serde_json::json!({
+                "errorType": diagnostic.error_type,
+                "errorMessage": diagnostic.error_message,
+            });
+            println!("{}", serde_json::to_string_pretty(&answer)?);
+            Err(diagnostic.error_message.into())
+        }
+    }
+}
+
+/// Takes `--deadline-secs N` (a terminal's stand-in for the function's timeout) out of `args`.
+fn terminal_deadline(args: &[String]) -> Result<(Duration, Vec<String>), RetentionError> {
+    let bad = |msg: &str| RetentionError::BadCommand(msg.to_string());
+    let mut within = TERMINAL_DEADLINE;
+    let mut rest = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix("--deadline-secs") {
+            Some("") => args.next().map(String::as_str),
+            Some(inline) => match inline.strip_prefix('=') {
+                Some(v) => Some(v),
+                None => {
+                    rest.push(arg.clone());
+                    continue;
+                }
+            },
+            None => {
+                rest.push(arg.clone());
+                continue;
+            }
+        };
+        let secs: u64 = value
+            .and_then(|v| v.parse().ok())
+            .filter(|s| (1..=86_400).contains(s))
+            .ok_or_else(|| bad("--deadline-secs needs a number of seconds, 1 to 86400"))?;
+        within = Duration::from_secs(secs);
+    }
+    Ok((within, rest))
+}
+
 /// Logging, configuration and the processor: what both functions do first.
 fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, Error>) -> Result<(Config, P), Error> {
     observe::init_logging();
@@ -74,4 +162,32 @@ fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, Error>) -> Result<(Conf
     let processor =
         make(&config).inspect_err(|e| tracing::error!(error = %e, "processor not built"))?;
     Ok((config, processor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_terminal_deadline_is_taken_out_of_the_arguments() {
+        let (within, rest) = terminal_deadline(&strings(&["stats"])).unwrap();
+        assert_eq!((within, rest), (TERMINAL_DEADLINE, strings(&["stats"])));
+        let args = strings(&["replay-all", "--deadline-secs", "3600", "--source", "github"]);
+        let (within, rest) = terminal_deadline(&args).unwrap();
+        assert_eq!(within, Duration::from_secs(3600));
+        assert_eq!(rest, strings(&["replay-all", "--source", "github"]));
+        let (within, _) = terminal_deadline(&strings(&["run", "--deadline-secs=5"])).unwrap();
+        assert_eq!(within, Duration::from_secs(5));
+        for bad in [&["--deadline-secs"][..], &["--deadline-secs", "0"], &["--deadline-secs=x"]] {
+            let e = terminal_deadline(&strings(bad)).unwrap_err();
+            assert_eq!(e.error_type(), "hookclaim.BadCommand", "{bad:?}");
+        }
+        // Another option that merely starts the same way is left alone.
+        let (_, rest) = terminal_deadline(&strings(&["--deadline-secsx"])).unwrap();
+        assert_eq!(rest, strings(&["--deadline-secsx"]));
+    }
 }

@@ -4,6 +4,8 @@
 //! delivery id, event type, outcome, attempt, latency) and an EMF document, so CloudWatch counts
 //! outcomes per source without a metrics API call.
 
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -12,6 +14,33 @@ use serde_json::{json, Value};
 /// Metric namespace in CloudWatch.
 pub const NAMESPACE: &str = "hookclaim";
 
+/// The `source` dimension value of every request whose path names no configured source, so a
+/// stranger cannot create metrics (each custom metric is billed) by inventing names.
+pub const UNKNOWN_SOURCE: &str = "unknown";
+
+/// Longest requested source name a delivery line keeps (configured names are at most 64).
+pub const MAX_REQUESTED_SOURCE: usize = 64;
+/// Longest delivery id a delivery line keeps: verification refuses longer ones.
+pub const MAX_DELIVERY_ID: usize = crate::verify::MAX_ID_LEN;
+/// Longest event type a delivery line keeps: verification drops longer ones.
+pub const MAX_EVENT_TYPE: usize = crate::verify::MAX_EVENT_TYPE_LEN;
+/// Longest reason a delivery line keeps (a processor's error text can be anything).
+pub const MAX_REASON: usize = 256;
+
+/// Upper bound, in bytes, of one delivery line whatever the request held: the fixed fields, plus
+/// each request-derived field at its cap, doubled for JSON escaping (`"` and `\` take two
+/// bytes; control characters are replaced before they could take six).
+pub const MAX_DELIVERY_LINE: usize = 3072;
+
+/// Whether lines go to stderr instead of stdout (see [`log_to_stderr`]).
+static TO_STDERR: AtomicBool = AtomicBool::new(false);
+
+/// Sends every log line to stderr from now on, for a command run from a terminal, whose stdout
+/// is for the command's answer. Call before [`init_logging`].
+pub fn log_to_stderr() {
+    TO_STDERR.store(true, Ordering::Relaxed);
+}
+
 /// Sets up JSON logging for `tracing`: level from `AWS_LAMBDA_LOG_LEVEL` (set by Lambda's
 /// logging configuration) or `RUST_LOG`, default `info`.
 pub fn init_logging() {
@@ -19,22 +48,32 @@ pub fn init_logging() {
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".into())
         .to_lowercase();
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
         .with_ansi(false)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
-        .try_init();
+        .with_env_filter(tracing_subscriber::EnvFilter::new(level));
+    let _ = if TO_STDERR.load(Ordering::Relaxed) {
+        logs.with_writer(std::io::stderr).try_init()
+    } else {
+        logs.try_init()
+    };
 }
 
 /// One delivery's record.
+///
+/// `source` is a configured source name or [`UNKNOWN_SOURCE`]: it becomes a metric dimension
+/// value. Every field taken from the request is cut to its cap when the line is written.
 #[derive(Debug, Clone)]
 pub struct DeliveryRecord<'a> {
-    /// Source name from the path (may be an unknown name).
+    /// A configured source name, or [`UNKNOWN_SOURCE`].
     pub source: &'a str,
+    /// The name the path asked for, when it is not a configured source (logged, capped at
+    /// [`MAX_REQUESTED_SOURCE`]; never a dimension).
+    pub requested_source: Option<&'a str>,
     /// Delivery id, when one was established.
     pub delivery_id: Option<&'a str>,
     /// Event type, when known.
@@ -54,8 +93,9 @@ pub struct DeliveryRecord<'a> {
 }
 
 /// Builds the delivery's JSON line: a log record with an `_aws` EMF block declaring the
-/// `deliveries` count (and `payload_mismatches` when set) and `latency_ms`, by source and outcome.
-/// Serialised straight from borrowed fields: it runs once per delivery.
+/// `deliveries` count (and `payload_mismatches` when set) and `latency_ms`, by source and outcome
+/// and by outcome alone (so an alarm can watch an outcome over every source). Serialised straight
+/// from borrowed fields: it runs once per delivery. At most [`MAX_DELIVERY_LINE`] bytes.
 pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
     const METRICS: [Metric; 3] = [
         Metric::new("deliveries", "Count"),
@@ -68,26 +108,48 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
             timestamp: millis(now),
             cloud_watch_metrics: [Directive {
                 namespace: NAMESPACE,
-                dimensions: [&["source", "outcome"]],
+                dimensions: [&["source", "outcome"], &["outcome"]],
                 metrics: &METRICS[..declared],
             }],
         },
         level: level_for(r.status),
         message: "delivery",
-        source: r.source,
-        delivery_id: r.delivery_id,
-        event_type: r.event_type,
+        source: &capped(r.source, MAX_REQUESTED_SOURCE),
+        requested_source: r.requested_source.map(|s| capped(s, MAX_REQUESTED_SOURCE)),
+        delivery_id: r.delivery_id.map(|s| capped(s, MAX_DELIVERY_ID)),
+        event_type: r.event_type.map(|s| capped(s, MAX_EVENT_TYPE)),
         outcome: r.outcome,
         status: r.status,
         attempt: r.attempt,
         deliveries: 1,
         latency_ms: (r.latency.as_secs_f64() * 1e6).round() / 1e3,
-        reason: r.reason,
+        reason: r.reason.map(|s| capped(s, MAX_REASON)),
         payload_mismatches: r.payload_mismatch.then_some(1),
     };
     let mut text = serde_json::to_string(&line).unwrap_or_default();
     text.push('\n');
+    debug_assert!(text.len() <= MAX_DELIVERY_LINE, "{} bytes", text.len());
     text
+}
+
+/// `s` cut to at most `max` bytes at a char boundary, with control characters replaced, so that
+/// a field of the line is bounded whatever the request held. Borrowed when nothing changes (the
+/// usual case: it runs once per delivery).
+pub fn capped(s: &str, max: usize) -> Cow<'_, str> {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let kept = &s[..end];
+    if kept.chars().any(char::is_control) {
+        Cow::Owned(
+            kept.chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(kept)
+    }
 }
 
 #[derive(Serialize)]
@@ -97,15 +159,17 @@ struct Line<'a> {
     level: &'static str,
     message: &'static str,
     source: &'a str,
-    delivery_id: Option<&'a str>,
-    event_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requested_source: Option<Cow<'a, str>>,
+    delivery_id: Option<Cow<'a, str>>,
+    event_type: Option<Cow<'a, str>>,
     outcome: &'a str,
     status: u16,
     attempt: Option<i32>,
     deliveries: u8,
     latency_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
+    reason: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     payload_mismatches: Option<u8>,
 }
@@ -121,7 +185,7 @@ struct Emf<'a> {
 #[serde(rename_all = "PascalCase")]
 struct Directive<'a> {
     namespace: &'static str,
-    dimensions: [&'a [&'a str]; 1],
+    dimensions: [&'a [&'a str]; 2],
     metrics: &'a [Metric],
 }
 
@@ -174,7 +238,11 @@ pub fn emit(line: &Value) {
 
 /// Writes an already serialised line (ending in a newline), like [`emit`].
 pub fn emit_text(line: &str) {
-    print!("{line}");
+    if TO_STDERR.load(Ordering::Relaxed) {
+        eprint!("{line}");
+    } else {
+        print!("{line}");
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +253,7 @@ mod tests {
     fn delivery_line_is_a_valid_emf_document() {
         let r = DeliveryRecord {
             source: "stripe",
+            requested_source: None,
             delivery_id: Some("evt_1"),
             event_type: Some("checkout.session.completed"),
             outcome: "processed",
@@ -201,6 +270,8 @@ mod tests {
         assert_eq!(v["_aws"]["Timestamp"], 10_000);
         assert_eq!(cw["Namespace"], NAMESPACE);
         assert_eq!(cw["Dimensions"][0], json!(["source", "outcome"]));
+        assert_eq!(cw["Dimensions"][1], json!(["outcome"]));
+        assert!(v.get("requested_source").is_none());
         // Every declared metric and dimension has a value at the top level.
         for m in cw["Metrics"].as_array().unwrap() {
             assert!(v[m["Name"].as_str().unwrap()].is_number());
@@ -214,6 +285,7 @@ mod tests {
     fn mismatch_adds_its_own_metric() {
         let r = DeliveryRecord {
             source: "github",
+            requested_source: None,
             delivery_id: Some("d"),
             event_type: None,
             outcome: "duplicate",
@@ -233,5 +305,42 @@ mod tests {
                 .len(),
             3
         );
+    }
+
+    #[test]
+    fn request_derived_fields_are_capped_and_the_line_stays_under_its_bound() {
+        // The worst case: every request-derived field far over its cap, made of characters that
+        // JSON escapes, with multi-byte characters straddling the caps.
+        let hostile = "\"\\\u{0}é😀".repeat(2000);
+        let r = DeliveryRecord {
+            source: UNKNOWN_SOURCE,
+            requested_source: Some(&hostile),
+            delivery_id: Some(&hostile),
+            event_type: Some(&hostile),
+            outcome: "payload_too_large",
+            status: 413,
+            attempt: Some(i32::MAX),
+            latency: Duration::from_secs(u32::MAX as u64),
+            reason: Some(&hostile),
+            payload_mismatch: true,
+        };
+        let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(u32::MAX as u64));
+        assert!(line.len() <= MAX_DELIVERY_LINE, "{} bytes", line.len());
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["source"], UNKNOWN_SOURCE);
+        let kept = |k: &str| v[k].as_str().unwrap().len();
+        assert!(kept("requested_source") <= MAX_REQUESTED_SOURCE);
+        assert!(kept("delivery_id") <= MAX_DELIVERY_ID);
+        assert!(kept("event_type") <= MAX_EVENT_TYPE);
+        assert!(kept("reason") <= MAX_REASON);
+        assert!(!v["reason"].as_str().unwrap().contains('\u{0}'));
+    }
+
+    #[test]
+    fn capped_borrows_clean_text_and_cuts_at_a_char_boundary() {
+        assert!(matches!(capped("stripe", 64), Cow::Borrowed("stripe")));
+        assert_eq!(capped("ééé", 5), "éé");
+        assert_eq!(capped("a\nb", 64), "a?b");
+        assert_eq!(capped("", 0), "");
     }
 }

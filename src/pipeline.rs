@@ -58,7 +58,7 @@ impl Settled {
 
 /// Time kept back from the invocation's deadline for recording a failed attempt and answering:
 /// processing that is not finished by then is abandoned.
-pub const PROCESSING_RESERVE: Duration = Duration::from_secs(1);
+pub const PROCESSING_RESERVE: Duration = Duration::from_millis(500);
 
 /// Processes `delivery` (already claimed at `delivery.attempt` by `owner`) in a transaction and
 /// records the outcome, all before the invocation's `deadline`.

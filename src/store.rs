@@ -693,6 +693,50 @@ pub struct LedgerStats {
     pub oldest_received_at: Option<String>,
     /// Its age in seconds.
     pub oldest_age_secs: Option<f64>,
+    /// The oldest deliveries waiting on retention or an operator (failed, dead, or holding an
+    /// expired lease), oldest first, at most [`MAX_STUCK_LISTED`].
+    pub stuck: Vec<StuckDelivery>,
+}
+
+/// At most this many stuck deliveries are listed by `stats`.
+pub const MAX_STUCK_LISTED: i64 = 10;
+
+/// Stored errors are cut to this many characters in the stuck list.
+const STUCK_ERROR_CHARS: i32 = 200;
+
+const STUCK: &str = concat!(
+    "SELECT source, delivery_id, status, attempt, ",
+    iso!("received_at"),
+    ", extract(epoch FROM now() - received_at)::float8, ",
+    iso!("next_attempt_at"),
+    ", left(last_error, $2)
+  FROM hookclaim_deliveries
+ WHERE status IN ('failed', 'dead') OR (status = 'processing' AND lease_until <= now())
+ ORDER BY received_at, source, delivery_id
+ LIMIT $1"
+);
+
+/// A delivery that is not done and not being worked on now.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StuckDelivery {
+    /// Source name.
+    pub source: String,
+    /// Delivery id: what `replay` takes.
+    pub delivery_id: String,
+    /// `failed` (waiting for its next attempt), `dead`, or `processing` (its lease expired).
+    pub status: String,
+    /// Attempts so far.
+    pub attempt: i32,
+    /// When it was first received (UTC, ISO 8601).
+    pub received_at: String,
+    /// Seconds since then.
+    pub age_secs: f64,
+    /// For `failed`: when the next attempt is due (UTC, ISO 8601).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<String>,
+    /// The last error, shortened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// Counts rows by source and status and finds the oldest lease and row. Scans the table: an
@@ -718,13 +762,172 @@ pub async fn stats(on: &impl Runner) -> Result<LedgerStats, Error> {
         expired: row.get(4),
         claimed_at: row.get(5),
     });
+    let stuck = client
+        .query_typed(
+            STUCK,
+            &[
+                (&MAX_STUCK_LISTED, Type::INT8),
+                (&STUCK_ERROR_CHARS, Type::INT4),
+            ],
+        )
+        .await?
+        .iter()
+        .map(|r| StuckDelivery {
+            source: r.get(0),
+            delivery_id: r.get(1),
+            status: r.get(2),
+            attempt: r.get(3),
+            received_at: r.get(4),
+            age_secs: r.get(5),
+            next_attempt_at: r.get(6),
+            last_error: r.get(7),
+        })
+        .collect();
     Ok(LedgerStats {
         by_source,
         total,
         oldest_lease,
         oldest_received_at: row.get(6),
         oldest_age_secs: row.get(7),
+        stuck,
     })
+}
+
+/// How long the oldest work retention should have taken has been waiting; 0 when there is none.
+/// Two index lookups (the partial lease and retry indexes), cheap enough for every run.
+const WAITING: &str = "SELECT
+    coalesce(extract(epoch FROM now() - (SELECT min(lease_until) FROM hookclaim_deliveries
+         WHERE status = 'processing' AND lease_until <= now())), 0)::float8,
+    coalesce(extract(epoch FROM now() - (SELECT min(next_attempt_at) FROM hookclaim_deliveries
+         WHERE status = 'failed' AND next_attempt_at <= now())), 0)::float8";
+
+/// The age of the oldest waiting work, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Waiting {
+    /// Since the oldest expired lease ended (the delivery is reclaimable since then).
+    pub expired_lease_secs: f64,
+    /// Since the oldest due failed delivery became due.
+    pub due_retry_secs: f64,
+}
+
+/// Measures [`Waiting`].
+pub async fn waiting(on: &impl Runner) -> Result<Waiting, Error> {
+    let row = on.client().query_typed_one(WAITING, &[]).await?;
+    Ok(Waiting {
+        expired_lease_secs: row.get(0),
+        due_retry_secs: row.get(1),
+    })
+}
+
+/// Which deliveries a bulk replay takes: failed or dead ones of one source, optionally of one
+/// event type and received within `[received_after, received_before)`.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayFilter<'a> {
+    /// Source name.
+    pub source: &'a str,
+    /// Only this event type.
+    pub event_type: Option<&'a str>,
+    /// Received at or after this.
+    pub received_after: Option<SystemTime>,
+    /// Received before this.
+    pub received_before: Option<SystemTime>,
+}
+
+impl ReplayFilter<'_> {
+    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 4] {
+        [
+            (&self.source, Type::TEXT),
+            (&self.event_type, Type::TEXT),
+            (&self.received_after, Type::TIMESTAMPTZ),
+            (&self.received_before, Type::TIMESTAMPTZ),
+        ]
+    }
+}
+
+/// The rows a [`ReplayFilter`] selects: `$1` to `$4` are its fields.
+macro_rules! replay_filter {
+    () => {
+        "source = $1 AND status IN ('failed', 'dead')
+   AND ($2::text IS NULL OR event_type = $2)
+   AND ($3::timestamptz IS NULL OR received_at >= $3)
+   AND ($4::timestamptz IS NULL OR received_at < $4)"
+    };
+}
+
+/// One page of a bulk replay's keys, in (received_at, delivery_id) order after the cursor
+/// (`$5`, `$6`). Nothing is locked: each delivery is then claimed on its own with
+/// [`take_for_replay`], which checks its state again, so a page may go stale without harm.
+const REPLAY_PAGE: &str = concat!(
+    "SELECT received_at, delivery_id FROM hookclaim_deliveries
+ WHERE ",
+    replay_filter!(),
+    "
+   AND payload IS NOT NULL
+   AND (received_at, delivery_id) > (coalesce($5, '-infinity'::timestamptz), $6)
+ ORDER BY received_at, delivery_id
+ LIMIT $7"
+);
+
+/// Where a bulk replay has got to: the last key it listed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayCursor {
+    /// Its `received_at`; `None` before the first page.
+    pub received_at: Option<SystemTime>,
+    /// Its delivery id.
+    pub delivery_id: String,
+}
+
+/// The next up to `limit` delivery ids `filter` selects after `cursor`, and the cursor after
+/// them.
+pub async fn replay_page(
+    on: &impl Runner,
+    filter: &ReplayFilter<'_>,
+    cursor: &ReplayCursor,
+    limit: i64,
+) -> Result<(Vec<String>, ReplayCursor), Error> {
+    let [p1, p2, p3, p4] = filter.params();
+    let rows = on
+        .client()
+        .query_typed(
+            REPLAY_PAGE,
+            &[
+                p1,
+                p2,
+                p3,
+                p4,
+                (&cursor.received_at, Type::TIMESTAMPTZ),
+                (&cursor.delivery_id, Type::TEXT),
+                (&limit, Type::INT8),
+            ],
+        )
+        .await?;
+    let next = match rows.last() {
+        Some(last) => ReplayCursor {
+            received_at: Some(last.get(0)),
+            delivery_id: last.get(1),
+        },
+        None => cursor.clone(),
+    };
+    Ok((rows.iter().map(|r| r.get(1)).collect(), next))
+}
+
+const COUNT_REPLAYABLE: &str = concat!(
+    "SELECT count(*) FILTER (WHERE payload IS NOT NULL), count(*) FILTER (WHERE payload IS NULL)
+  FROM hookclaim_deliveries
+ WHERE ",
+    replay_filter!()
+);
+
+/// How many deliveries `filter` selects: (with their payload, so replayable; without it).
+pub async fn count_replayable(
+    on: &impl Runner,
+    filter: &ReplayFilter<'_>,
+) -> Result<(u64, u64), Error> {
+    let row = on
+        .client()
+        .query_typed_one(COUNT_REPLAYABLE, &filter.params())
+        .await?;
+    Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
 }
 
 /// The ledger's operations on the environment's connection, each under the client-side deadline
@@ -829,5 +1032,29 @@ impl Session<'_> {
     /// [`stats`].
     pub async fn stats(&mut self) -> Result<LedgerStats, DbError> {
         self.run(|c, _| Box::pin(stats(c))).await
+    }
+
+    /// [`waiting`].
+    pub async fn waiting(&mut self) -> Result<Waiting, DbError> {
+        self.run(|c, _| Box::pin(waiting(c))).await
+    }
+
+    /// [`replay_page`].
+    pub async fn replay_page(
+        &mut self,
+        filter: &ReplayFilter<'_>,
+        cursor: &ReplayCursor,
+        limit: i64,
+    ) -> Result<(Vec<String>, ReplayCursor), DbError> {
+        self.run(|c, _| Box::pin(replay_page(c, filter, cursor, limit)))
+            .await
+    }
+
+    /// [`count_replayable`].
+    pub async fn count_replayable(
+        &mut self,
+        filter: &ReplayFilter<'_>,
+    ) -> Result<(u64, u64), DbError> {
+        self.run(|c, _| Box::pin(count_replayable(c, filter))).await
     }
 }

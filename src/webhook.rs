@@ -198,6 +198,12 @@ impl<P: Processor> Webhook<P> {
     pub async fn handle(&self, req: Request) -> Response<Body> {
         let started = Instant::now();
         let source = source_name(&req).unwrap_or_default();
+        // The dimension value is a configured name or `unknown`, never what a stranger typed;
+        // the requested name is still logged, capped.
+        let (known_source, requested_source) = match self.sources.get_key_value(&source) {
+            Some((name, _)) => (name.as_str(), None),
+            None => (observe::UNKNOWN_SOURCE, Some(source.as_str())),
+        };
         let mut facts = Facts::default();
         let result = self.deliver(&req, &source, &mut facts).await;
         let (status, outcome, response) = match &result {
@@ -217,7 +223,8 @@ impl<P: Processor> Webhook<P> {
         };
         observe::emit_text(&observe::delivery_line(
             &DeliveryRecord {
-                source: &source,
+                source: known_source,
+                requested_source,
                 delivery_id: facts.delivery_id.as_deref(),
                 event_type: facts.event_type.as_deref(),
                 outcome,

@@ -137,7 +137,7 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
                     );
                     let t = Instant::now();
                     // An invocation still running after 800 ms has died (the process is gone
-                    // before hookclaim's own deadline handling at 1 s): the sender sees a 502
+                    // before hookclaim's own deadline handling at 1.5 s): the sender sees a 502
                     // from API Gateway, and the claim is held until its lease ends.
                     let status = tokio::time::timeout(Duration::from_millis(800), env.handle(req))
                         .await

@@ -805,6 +805,95 @@ async fn purge_command_uses_its_own_horizon_and_nothing_else() {
     assert_eq!(report.remaining.map(|b| b.purge), Some(0));
 }
 
+#[tokio::test]
+async fn a_purge_horizon_below_the_floor_is_refused_unless_forced() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let r = retention(&db, StoreOnly, settings(), usual_policy()).await;
+    insert(&c, "stripe", "four_days", "done", 4).await;
+    insert(&c, "stripe", "one_day", "done", 1).await;
+
+    let refused = r
+        .handle(
+            json!({"command": "purge", "older_than_days": 3}),
+            in_a_minute(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.error_type(), "hookclaim.BadCommand");
+    assert!(refused.to_string().contains("force"), "{refused}");
+    assert!(exists(&c, "stripe", "four_days").await, "nothing purged");
+
+    let forced = r
+        .handle(
+            json!({"command": "purge", "older_than_days": 3, "force": true}),
+            in_a_minute(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.purged, 1);
+    assert!(!exists(&c, "stripe", "four_days").await);
+    assert!(exists(&c, "stripe", "one_day").await);
+}
+
+#[tokio::test]
+async fn every_run_reports_how_long_the_oldest_waiting_work_has_waited() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
+    // An expired lease and a due retry that the run cannot take: a concurrent transaction holds
+    // their rows (the reclaim skips locked rows), as a slow redelivery would.
+    claim(&c, "evt_stuck", &order_body("evt_stuck", "o-s"), "webhook").await;
+    c.execute(
+        "UPDATE hookclaim_deliveries SET lease_until = now() - interval '10 minutes'
+          WHERE delivery_id = 'evt_stuck'",
+        &[],
+    )
+    .await
+    .unwrap();
+    insert(&c, "github", "gh_due", "failed", 0).await;
+    c.execute(
+        "UPDATE hookclaim_deliveries SET next_attempt_at = now() - interval '5 minutes'
+          WHERE delivery_id = 'gh_due'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let mut holder = db.client().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute("SELECT 1 FROM hookclaim_deliveries FOR UPDATE", &[])
+        .await
+        .unwrap();
+
+    let report = run(&r).await;
+    let waiting = report.waiting.expect("measured");
+    assert!(
+        (600.0..700.0).contains(&waiting.expired_lease_secs),
+        "{waiting:?}"
+    );
+    assert!(
+        (300.0..400.0).contains(&waiting.due_retry_secs),
+        "{waiting:?}"
+    );
+    let line = hookclaim::retention::report_line(&report, None, SystemTime::now());
+    assert!(line["oldest_expired_lease_age_secs"].as_f64().unwrap() >= 600.0);
+    assert!(line["oldest_due_retry_age_secs"].as_f64().unwrap() >= 300.0);
+    assert_eq!(
+        (line["completed"].as_u64(), line["errors"].as_u64()),
+        (Some(1), Some(0))
+    );
+    tx.rollback().await.unwrap();
+
+    // Once they are taken, nothing waits.
+    let report = run(&r).await;
+    assert_eq!(report.reclaimed, 2);
+    let waiting = report.waiting.expect("measured");
+    assert_eq!(
+        (waiting.expired_lease_secs, waiting.due_retry_secs),
+        (0.0, 0.0)
+    );
+}
+
 fn replay(id: &str, force: bool) -> Value {
     json!({"command": "replay", "source": "stripe", "delivery_id": id, "force": force})
 }
@@ -975,6 +1064,24 @@ async fn stats_counts_by_source_and_status_and_finds_the_oldest() {
     let oldest_age = stats.oldest_age_secs.unwrap();
     assert!(oldest_age > 40.0 * DAY as f64 - 60.0, "{oldest_age}");
     assert!(stats.oldest_received_at.is_some());
+    // The oldest stuck deliveries (dead, failed, or with an expired lease), oldest first, by id.
+    let stuck: Vec<(&str, &str)> = stats
+        .stuck
+        .iter()
+        .map(|d| (d.delivery_id.as_str(), d.status.as_str()))
+        .collect();
+    assert_eq!(
+        stuck,
+        [
+            ("old_dead", "dead"),
+            ("gh_failed", "failed"),
+            ("evt_expired", "processing"),
+            ("evt_due", "failed"),
+        ]
+    );
+    assert_eq!(stats.stuck[3].last_error.as_deref(), Some("timeout"));
+    assert!(stats.stuck[0].age_secs > 35.0 * DAY as f64 - 60.0);
+    assert!(stats.stuck[1].next_attempt_at.is_some());
     // The report serialises as operators will see it.
     let v = serde_json::to_value(
         r.handle(json!({"command": "stats"}), in_a_minute())
@@ -1020,7 +1127,9 @@ async fn malformed_commands_are_refused_and_change_nothing() {
         json!({"command": "purge"}),
         json!({"command": "purge", "older_than_days": "7"}),
         json!({"command": "purge", "older_than_days": 0}),
-        json!({"command": "purge", "older_than_days": 7, "force": true}),
+        json!({"command": "purge", "older_than_days": 7, "force": "yes"}),
+        json!({"command": "purge", "older_than_days": 3}),
+        json!({"command": "replay_all", "source": "stripe", "received_after": "today"}),
         json!({"command": "replay", "source": "stripe"}),
         json!({"command": "replay", "source": "stripe", "delivery_id": 42}),
         json!({"command": "replay", "source": "stripe", "delivery_id": "evt_due", "force": 1}),

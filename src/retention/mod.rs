@@ -16,11 +16,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-pub use command::{parse_command, Command};
-pub use report::{report_line, Backlog, MigrateReport, PhaseError, ReplayReport, Report};
+pub use command::{parse_command, payload_from_args, Command};
+pub use report::{
+    report_line, Backlog, BulkReplayReport, MigrateReport, PhaseError, ReplayReport, Report,
+};
 #[cfg(feature = "internals")]
 pub use {
-    command::MAX_OLDER_THAN_DAYS,
+    command::{Timestamp, MAX_OLDER_THAN_DAYS, MIN_PURGE_DAYS},
     report::{DeadDelivery, Redriven, MAX_DEAD_LISTED},
     run::{delivery_of, TRIMMED_PAYLOAD_ERROR},
 };
@@ -30,6 +32,7 @@ use crate::db::{Database, DbError};
 use crate::observe;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
+use crate::store::ReplayFilter;
 use run::Clock;
 
 /// Why an invocation failed. Each variant is a distinct Lambda `errorType`.
@@ -173,7 +176,9 @@ impl<P: Processor> Retention<P> {
                 report.would = Some(self.backlog(&mut session, self.settings.retention).await?);
                 Ok(())
             }
-            Command::Purge { older_than_days } => {
+            Command::Purge {
+                older_than_days, ..
+            } => {
                 let horizon = Duration::from_secs(u64::from(*older_than_days) * 86_400);
                 let finished = self.purge(&mut session, horizon, clock, report).await?;
                 report.stopped_early = !finished;
@@ -189,6 +194,37 @@ impl<P: Processor> Retention<P> {
             } => {
                 self.replay(&mut session, source, delivery_id, *force, clock, report)
                     .await
+            }
+            Command::ReplayAll {
+                source,
+                event_type,
+                received_after,
+                received_before,
+                dry_run,
+            } => {
+                let filter = ReplayFilter {
+                    source,
+                    event_type: event_type.as_deref(),
+                    received_after: received_after.as_ref().map(|t| t.at),
+                    received_before: received_before.as_ref().map(|t| t.at),
+                };
+                let mut bulk = BulkReplayReport {
+                    source: source.clone(),
+                    event_type: event_type.clone(),
+                    received_after: received_after.as_ref().map(|t| t.text.clone()),
+                    received_before: received_before.as_ref().map(|t| t.text.clone()),
+                    dry_run: *dry_run,
+                    matched: 0,
+                    unreplayable: 0,
+                    skipped: 0,
+                    remaining: None,
+                };
+                let result = self
+                    .replay_all(&mut session, &filter, *dry_run, clock, report, &mut bulk)
+                    .await;
+                // Reported even when the database failed part-way: what was replayed stays.
+                report.bulk_replay = Some(bulk);
+                result
             }
             Command::Stats {} => {
                 let stats = session.stats().await?;

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::RetentionError;
 use crate::observe;
 use crate::pipeline::Settled;
-use crate::store::{LedgerStats, StoredDelivery};
+use crate::store::{LedgerStats, StoredDelivery, Waiting};
 
 /// At most this many dead deliveries are listed in one report; the rest are only counted.
 pub const MAX_DEAD_LISTED: usize = 50;
@@ -79,6 +79,35 @@ pub struct ReplayReport {
     pub retry_in_secs: Option<f64>,
 }
 
+/// What a bulk replay (`replay_all`) selected and left; how each delivery ended is counted in
+/// the report's `reclaimed`, `redriven` and `dead`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BulkReplayReport {
+    /// Source name.
+    pub source: String,
+    /// The event type filter, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// The window's start, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_after: Option<String>,
+    /// The window's end, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_before: Option<String>,
+    /// True when nothing was replayed, only counted.
+    pub dry_run: bool,
+    /// Failed or dead deliveries the filter selected at the start, with their payload.
+    pub matched: u64,
+    /// Selected deliveries without their payload (trimmed): nothing to run, so never replayed.
+    pub unreplayable: u64,
+    /// Deliveries that another invocation (a concurrent replay, a redelivery, the scheduled run)
+    /// took or finished between listing and claiming; left to it.
+    pub skipped: u64,
+    /// Selected deliveries still failed or dead at the end (those not reached, and those that
+    /// failed again); `None` when they could not be counted in time.
+    pub remaining: Option<u64>,
+}
+
 /// The outcome of the `migrate` command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MigrateReport {
@@ -126,6 +155,13 @@ pub struct Report {
     /// Migrate: what was applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migrations: Option<MigrateReport>,
+    /// Run: how long the oldest expired lease and the oldest due retry have been waiting at the
+    /// end of the run (0 when there are none); `None` when not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+    /// Bulk replay: what it selected and left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bulk_replay: Option<BulkReplayReport>,
 }
 
 impl Report {
@@ -146,6 +182,8 @@ impl Report {
             replay: None,
             stats: None,
             migrations: None,
+            waiting: None,
+            bulk_replay: None,
         }
     }
 
@@ -174,8 +212,16 @@ impl Report {
 }
 
 /// The report as one JSON log line that is also a CloudWatch EMF document: counts per command.
+///
+/// `completed` (1 when the command ended without error) and `errors` are always there, so an
+/// alarm on `completed` for `command=run`, treating missing data as breaching, notices a run that
+/// fails, a cold start that fails (no line at all), and a schedule that stopped. A run adds the
+/// ages of the oldest waiting work (`oldest_expired_lease_age_secs`,
+/// `oldest_due_retry_age_secs`); `remaining_purge` is the rows still past the purge horizon.
 pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemTime) -> Value {
-    let mut values: Vec<(&str, u64, &str)> = vec![
+    let counts = [
+        ("completed", u64::from(error.is_none()), "Count"),
+        ("errors", u64::from(error.is_some()), "Count"),
         ("reclaimed", report.reclaimed, "Count"),
         ("redriven_ok", report.redriven.ok, "Count"),
         ("redriven_failed", report.redriven.failed, "Count"),
@@ -184,11 +230,28 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
         ("trimmed", report.trimmed, "Count"),
         ("stopped_early", u64::from(report.stopped_early), "Count"),
         ("elapsed_ms", report.elapsed_ms, "Milliseconds"),
-    ];
+    ]
+    ;
+    let mut values: Vec<(&str, Value, &str)> = counts
+        .into_iter()
+        .map(|(name, n, unit)| (name, json!(n), unit))
+        .collect();
     if let Some(left) = report.remaining {
-        values.push(("remaining_reclaim", left.reclaim, "Count"));
-        values.push(("remaining_purge", left.purge, "Count"));
-        values.push(("remaining_trim", left.trim, "Count"));
+        values.push(("remaining_reclaim", json!(left.reclaim), "Count"));
+        values.push(("remaining_purge", json!(left.purge), "Count"));
+        values.push(("remaining_trim", json!(left.trim), "Count"));
+    }
+    if let Some(waiting) = report.waiting {
+        values.push((
+            "oldest_expired_lease_age_secs",
+            json!(round_ms(waiting.expired_lease_secs)),
+            "Seconds",
+        ));
+        values.push((
+            "oldest_due_retry_age_secs",
+            json!(round_ms(waiting.due_retry_secs)),
+            "Seconds",
+        ));
     }
     let metrics = values
         .iter()
@@ -211,7 +274,7 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
     line.insert("message".into(), json!("retention report"));
     line.insert("command".into(), json!(report.command));
     for (name, value, _) in &values {
-        line.insert((*name).into(), json!(value));
+        line.insert((*name).into(), value.clone());
     }
     if let Some(e) = error {
         line.insert("error_type".into(), json!(e.error_type()));
@@ -222,6 +285,10 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
         serde_json::to_value(report).unwrap_or(Value::Null),
     );
     Value::Object(line)
+}
+
+fn round_ms(secs: f64) -> f64 {
+    (secs * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

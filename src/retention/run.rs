@@ -3,12 +3,15 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{Backlog, MigrateReport, PhaseError, ReplayReport, Report, Retention, RetentionError};
+use super::{
+    Backlog, BulkReplayReport, MigrateReport, PhaseError, ReplayReport, Report, Retention,
+    RetentionError,
+};
 use crate::db::{classify, DbError, Session};
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::schema;
-use crate::store::{self, Attempt, Claimant, Finish, StoredDelivery};
+use crate::store::{self, Attempt, Claimant, Finish, ReplayCursor, ReplayFilter, StoredDelivery};
 
 /// The error recorded on a reclaimed row whose payload was already trimmed.
 pub const TRIMMED_PAYLOAD_ERROR: &str =
@@ -16,6 +19,9 @@ pub const TRIMMED_PAYLOAD_ERROR: &str =
 
 /// Time kept back from the deadline for reporting after the work has stopped.
 const REPORT_RESERVE: Duration = Duration::from_millis(250);
+
+/// Keys a bulk replay lists per page; each delivery on it is then claimed and run on its own.
+const REPLAY_PAGE_SIZE: i64 = 100;
 
 /// Where the work must stop: the deadline minus the margin, as a monotonic instant.
 #[derive(Debug, Clone, Copy)]
@@ -87,7 +93,92 @@ impl<P: Processor> Retention<P> {
                 trimmed_all,
             )
             .await;
+        report.waiting = self.waiting(session, clock).await;
         failed.map_or(Ok(()), Err)
+    }
+
+    /// How long the oldest expired lease and due retry have waited, for the run's metrics; like
+    /// [`Self::remaining`], never allowed to outlive the invocation.
+    async fn waiting(&self, session: &mut Session<'_>, clock: Clock) -> Option<store::Waiting> {
+        let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
+        match tokio::time::timeout(budget, session.waiting()).await {
+            Ok(Ok(waiting)) => Some(waiting),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not measure the waiting work");
+                None
+            }
+            Err(_) => {
+                session.discard();
+                tracing::warn!("no time left to measure the waiting work");
+                None
+            }
+        }
+    }
+
+    /// Replays every delivery `filter` selects, page by page in the order received, each claimed
+    /// on its own (as the single replay does) so that a concurrent replay, a redelivery or the
+    /// scheduled run never runs it twice; stops at the deadline. A dry run only counts.
+    pub(super) async fn replay_all(
+        &self,
+        session: &mut Session<'_>,
+        filter: &ReplayFilter<'_>,
+        dry_run: bool,
+        clock: Clock,
+        report: &mut Report,
+        bulk: &mut BulkReplayReport,
+    ) -> Result<(), RetentionError> {
+        (bulk.matched, bulk.unreplayable) = session.count_replayable(filter).await?;
+        if dry_run {
+            bulk.remaining = Some(bulk.matched);
+            return Ok(());
+        }
+        let owner = owner_token();
+        let mut cursor = ReplayCursor::default();
+        let finished = 'pages: loop {
+            let (ids, next) = session
+                .replay_page(filter, &cursor, REPLAY_PAGE_SIZE)
+                .await?;
+            if ids.is_empty() {
+                break true;
+            }
+            for id in &ids {
+                if clock.expired() {
+                    break 'pages false;
+                }
+                let claimant = Claimant {
+                    owner: &owner,
+                    lease: clock.until_deadline() + self.lease_margin,
+                };
+                let taken = session
+                    .take_for_replay(filter.source, id, claimant, false)
+                    .await?;
+                let Some(stored) = taken else {
+                    bulk.skipped += 1;
+                    continue;
+                };
+                report.reclaimed += 1;
+                let settled = self.redrive(session, &stored, &owner, clock).await?;
+                log_redrive(&stored, &settled);
+                report.record(&stored, &settled);
+            }
+            cursor = next;
+        };
+        report.stopped_early = !finished;
+        let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
+        bulk.remaining = match tokio::time::timeout(budget, session.count_replayable(filter)).await
+        {
+            Ok(Ok((left, _))) => Some(left),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not count the deliveries left to replay");
+                None
+            }
+            Err(_) => {
+                session.discard();
+                tracing::warn!("no time left to count the deliveries left to replay");
+                None
+            }
+        };
+        Ok(())
     }
 
     /// Takes over expired leases and due retries one at a time and runs each through the

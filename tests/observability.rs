@@ -1,0 +1,269 @@
+//! What the functions print, as CloudWatch will read it: the compiled functions under the
+//! cargo-lambda emulator, their logs parsed line by line.
+//!
+//! - Requests to invented source names cannot create metrics: whatever the path says, they are
+//!   counted under one `source` value, `unknown`, and every log line stays under a fixed length.
+//! - Every metric the template's alarms and dashboard read is emitted by the functions, with the
+//!   same name and dimensions (`scripts/check-metrics.py` reads the template and these logs).
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use hookclaim::observe::{MAX_DELIVERY_LINE, MAX_REQUESTED_SOURCE, UNKNOWN_SOURCE};
+use serde_json::Value;
+use support::emulator::Emulator;
+use support::TestDb;
+
+/// The names configured in env.local.json, which an invented name must not hit by chance.
+const CONFIGURED: &[&str] = &["stripe", "github", "svix", "polar", "acme"];
+
+/// The local configuration over `db`, with the licence example (so a delivery can end dead).
+fn env(db: &TestDb) -> BTreeMap<String, String> {
+    let mut env = support::local_env();
+    env.insert("DATABASE_URL".into(), db.url.clone());
+    env.insert("HOOKCLAIM_PROCESSOR".into(), "licence".into());
+    env
+}
+
+/// The JSON lines of a function's log (anything else it printed is left out).
+fn json_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// An invented source name: path-safe characters, percent-encoded bytes now and then, from one
+/// character to far beyond any cap.
+fn invented_name(rng: &mut fastrand::Rng) -> String {
+    const SAFE: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~";
+    const ENCODED: &[&str] = &["%22", "%5C", "%00", "%0A", "%F0%9F%98%80", "%C3%A9", "%20"];
+    let len = match rng.u8(..4) {
+        0 => rng.usize(1..8),
+        1 => rng.usize(8..65),
+        2 => rng.usize(65..400),
+        _ => rng.usize(400..1500),
+    };
+    loop {
+        let mut name = String::new();
+        while name.len() < len {
+            if rng.u8(..10) == 0 {
+                name.push_str(ENCODED[rng.usize(..ENCODED.len())]);
+            } else {
+                name.push(SAFE[rng.usize(..SAFE.len())] as char);
+            }
+        }
+        if !CONFIGURED.contains(&name.as_str()) {
+            return name;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_thousand_requests_to_invented_sources_make_one_dimension_value_and_bounded_lines() {
+    let db = TestDb::empty().await;
+    let mut emu = Emulator::start();
+    emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &env(&db));
+    let mut rng = fastrand::Rng::with_seed(15);
+    let long_header = "d".repeat(4000);
+
+    let mut statuses = BTreeMap::new();
+    for i in 0..1000 {
+        let name = invented_name(&mut rng);
+        let method = ["POST", "POST", "POST", "POST", "GET", "PUT"][rng.usize(..6)];
+        let body = format!(
+            r#"{{"id":"evt_{i}","type":"{}"}}"#,
+            "x".repeat(rng.usize(..3000))
+        );
+        let (status, _) = emu.http(
+            method,
+            &format!("/lambda-url/webhook/webhooks/{name}"),
+            &[
+                ("content-type", "application/json"),
+                ("x-github-delivery", &long_header),
+                ("x-github-event", &long_header),
+                ("stripe-signature", &long_header),
+            ],
+            body.as_bytes(),
+        );
+        *statuses.entry(status).or_insert(0) += 1;
+    }
+    println!("statuses: {statuses:?}");
+    assert_eq!(
+        statuses.keys().copied().collect::<Vec<u16>>(),
+        [404, 405],
+        "unknown sources are refused (405 first for other methods)"
+    );
+
+    let log = emu.logs("webhook");
+    let deliveries: Vec<Value> = json_lines(&log)
+        .into_iter()
+        .filter(|v| v["message"] == "delivery")
+        .collect();
+    assert_eq!(deliveries.len(), 1000, "one line per request");
+    let mut sources = BTreeSet::new();
+    let mut outcomes = BTreeSet::new();
+    let mut requested = BTreeSet::new();
+    for line in &deliveries {
+        // The dimension values CloudWatch reads: each dimension set's keys, from the line.
+        for dimset in line["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+            .as_array()
+            .unwrap()
+        {
+            for key in dimset.as_array().unwrap() {
+                let key = key.as_str().unwrap();
+                let value = line[key].as_str().unwrap().to_string();
+                match key {
+                    "source" => sources.insert(value),
+                    "outcome" => outcomes.insert(value),
+                    other => panic!("unexpected dimension {other}"),
+                };
+            }
+        }
+        let asked = line["requested_source"]
+            .as_str()
+            .expect("requested name logged");
+        assert!(asked.len() <= MAX_REQUESTED_SOURCE, "{asked}");
+        requested.insert(asked.to_string());
+    }
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    println!(
+        "{} delivery lines; source dimension values {sources:?}; outcome values {outcomes:?}; \
+         {} distinct requested names logged; {} log lines in all, the longest {longest} bytes \
+         (bound {MAX_DELIVERY_LINE})",
+        deliveries.len(),
+        requested.len(),
+        log.lines().count(),
+    );
+    assert_eq!(sources, BTreeSet::from([UNKNOWN_SOURCE.to_string()]));
+    assert_eq!(
+        outcomes,
+        BTreeSet::from([
+            "method_not_allowed".to_string(),
+            "unknown_source".to_string()
+        ])
+    );
+    assert!(requested.len() > 900, "the names really were different");
+    for line in log.lines() {
+        assert!(
+            line.len() < MAX_DELIVERY_LINE,
+            "a log line of {} bytes: {line}",
+            line.len()
+        );
+    }
+}
+
+/// GitHub's headers for delivery `id` with `body`, signed with `secret`.
+fn github_headers(id: &str, body: &[u8], secret: &str) -> Vec<(String, String)> {
+    vec![
+        ("content-type".into(), "application/json".into()),
+        ("x-github-event".into(), "push".into()),
+        ("x-github-delivery".into(), id.into()),
+        (
+            "x-hub-signature-256".into(),
+            support::github_signature(secret, body),
+        ),
+    ]
+}
+
+/// POSTs a GitHub delivery to the webhook function under `emu`: its status and answer.
+fn post(emu: &Emulator, id: &str, body: &str, secret: &str) -> (u16, String) {
+    let headers = github_headers(id, body.as_bytes(), secret);
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    emu.http(
+        "POST",
+        "/lambda-url/webhook/webhooks/github",
+        &headers,
+        body.as_bytes(),
+    )
+}
+
+#[tokio::test]
+async fn every_metric_the_template_watches_is_one_the_functions_emit() {
+    let db = TestDb::empty().await;
+    let mut emu = Emulator::start();
+    let env = env(&db);
+    emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &env);
+    // The same function with its database gone, under an emulator of its own (the emulator
+    // serves only the project's binary names): deliveries are answered 503 unavailable.
+    let mut emu_down = Emulator::start();
+    let mut down = env.clone();
+    down.insert(
+        "DATABASE_URL".into(),
+        format!(
+            "postgres://postgres@127.0.0.1:{}/gone",
+            support::free_port()
+        ),
+    );
+    down.insert("DATABASE_CONNECT_TIMEOUT_MS".into(), "500".into());
+    emu_down.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &down);
+    let mut retention_env = env.clone();
+    retention_env.remove("HOOKCLAIM_SECRETS");
+    emu.run_function("retention", env!("CARGO_BIN_EXE_retention"), &retention_env);
+
+    // Each outcome the alarms and the dashboard read: processed, duplicate, dead (the licence
+    // example finds no order), unauthorized, unavailable.
+    let secret = support::GITHUB_SECRET;
+    let order = r#"{"order_id":"metrics-order-1"}"#;
+    let cases = [
+        (&emu, "m-1", order, secret, 200, "processed"),
+        (&emu, "m-1", order, secret, 200, "duplicate"),
+        (&emu, "m-2", r#"{"no":"order"}"#, secret, 200, "dead"),
+        (&emu, "m-3", order, "not-the-secret", 401, "unauthorized"),
+        (&emu_down, "m-4", order, secret, 503, "unavailable"),
+    ];
+    for (emulator, id, body, secret, status, outcome) in cases {
+        let (got, answer) = post(emulator, id, body, secret);
+        assert_eq!(got, status, "{id}: {answer}");
+        assert!(answer.contains(outcome), "{id}: {answer}");
+    }
+    // A scheduled retention run, as EventBridge Scheduler invokes it.
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("events");
+    let report = emu.invoke("retention", &events.join("retention-scheduler.json"));
+    assert_eq!(report["command"], "run", "{report}");
+
+    let dir = std::env::temp_dir().join(format!("hookclaim-metrics-{:08x}", fastrand::u32(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut logs = Vec::new();
+    for (name, log) in [
+        ("webhook", emu.logs("webhook")),
+        ("webhook-down", emu_down.logs("webhook")),
+        ("retention", emu.logs("retention")),
+    ] {
+        let path = dir.join(format!("{name}.log"));
+        std::fs::write(&path, log).unwrap();
+        logs.push(path);
+    }
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-metrics.py"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("template.yaml"))
+        .args(&logs)
+        .output()
+        .expect("python3 scripts/check-metrics.py (needs PyYAML, which cfn-lint installs)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "a watched metric is not emitted:\n{text}"
+    );
+    assert!(text.contains("0 not emitted"), "{text}");
+    // And the check does catch a metric nothing emits: without the retention function's log, its
+    // metrics are reported missing.
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-metrics.py"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("template.yaml"))
+        .args(&logs[..2])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("MISSING  hookclaim completed {command=run}"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
