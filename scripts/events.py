@@ -673,6 +673,8 @@ def local_environment():
             "DATABASE_IAM_AUTH": "false",
             "HOOKCLAIM_SOURCES": json.dumps(SOURCES, separators=(",", ":")),
             "HOOKCLAIM_PROCESSOR": "store",
+            # Locally both functions apply the migrations; the template's webhook never does.
+            "HOOKCLAIM_MIGRATE": "auto",
         },
         "WebhookFunction": {
             "HOOKCLAIM_SECRETS": json.dumps(secrets, separators=(",", ":")),

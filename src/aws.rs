@@ -15,6 +15,8 @@ use aws_sigv4::http_request::{
 };
 use tokio::sync::OnceCell;
 
+use crate::config::{ConfigError, Endpoint, LoginParts};
+
 /// The execution environment's AWS configuration and clients, made on first use and shared by
 /// everything that calls AWS. Making them calls nothing; an environment configured entirely
 /// from environment variables never makes them.
@@ -67,42 +69,59 @@ pub async fn secret_string(
         .ok_or_else(|| format!("secret {secret_id} has no string value"))
 }
 
-/// Builds connection settings from a secret in the format RDS manages
-/// (`{"username", "password", "host", "port", "dbname"}`; `port` may be a number or a string).
-/// The error names the missing field, never a value.
-pub fn rds_secret_config(text: &str) -> Result<tokio_postgres::Config, String> {
+/// Reads a secret in the format RDS uses: `{"username", "password"}` as RDS manages it, or the
+/// full format with `host`, `port` and `dbname` too (`port` a number or a string). Whatever is
+/// missing stays `None`, for [`Endpoint::apply`] to fill in or name. The error names the field,
+/// never a value.
+pub fn rds_secret_parts(text: &str) -> Result<LoginParts, String> {
     let v: serde_json::Value =
         serde_json::from_str(text).map_err(|_| "the secret is not a JSON object".to_string())?;
-    let field = |name: &str| -> Result<String, String> {
+    if !v.is_object() {
+        return Err("the secret is not a JSON object".into());
+    }
+    let field = |name: &str| -> Option<String> {
         match v.get(name) {
-            Some(serde_json::Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-            Some(serde_json::Value::Number(n)) => Ok(n.to_string()),
-            _ => Err(format!("the secret has no {name}")),
+            Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            _ => None,
         }
     };
-    let port: u16 = match v.get("port") {
-        None => 5432,
-        Some(_) => field("port")?
-            .parse()
-            .map_err(|_| "the secret's port is not a port number".to_string())?,
+    let port = match field("port") {
+        None => None,
+        Some(p) => Some(
+            p.parse()
+                .map_err(|_| "the secret's port is not a port number".to_string())?,
+        ),
     };
-    let mut pg = tokio_postgres::Config::new();
-    pg.user(field("username")?)
-        .password(field("password")?)
-        .host(field("host")?)
-        .port(port)
-        .dbname(field("dbname").unwrap_or_else(|_| "postgres".into()))
-        .application_name("hookclaim");
-    Ok(pg)
+    Ok(LoginParts {
+        user: field("username"),
+        password: field("password"),
+        host: field("host"),
+        port,
+        dbname: field("dbname"),
+    })
+}
+
+/// Why the database secret gave no usable login.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretLoginError {
+    /// The secret could not be read, or is not in the RDS format.
+    #[error("DATABASE_SECRET_ARN: {0}")]
+    Unreadable(String),
+    /// The secret and the settings together lack something (e.g. a host: `DATABASE_HOST`).
+    #[error(transparent)]
+    Incomplete(#[from] ConfigError),
 }
 
 /// The database login held in an RDS-format secret: read once at cold start, and read again
 /// (at most once per interval) when the server refuses it, so a rotated password needs no
-/// redeploy.
+/// redeploy. The host settings ([`Endpoint`]) are applied over every read.
 pub struct DatabaseSecret {
     aws: Arc<Aws>,
     arn: String,
     min_refresh_interval: Duration,
+    endpoint: Endpoint,
+    need_password: bool,
     state: Mutex<SecretState>,
     fetches: AtomicU64,
 }
@@ -114,16 +133,22 @@ struct SecretState {
 }
 
 impl DatabaseSecret {
-    /// Reads the secret now. Fails when it cannot be read or is not in the RDS format.
+    /// Reads the secret now. Fails when it cannot be read, is not in the RDS format, or lacks
+    /// what the settings do not supply (a host without `DATABASE_HOST`; a password, unless
+    /// `need_password` is false because an IAM token stands in for it).
     pub async fn load(
         aws: Arc<Aws>,
         arn: &str,
         min_refresh_interval: Duration,
-    ) -> Result<Self, String> {
+        endpoint: Endpoint,
+        need_password: bool,
+    ) -> Result<Self, SecretLoginError> {
         let secret = DatabaseSecret {
             aws,
             arn: arn.to_string(),
             min_refresh_interval,
+            endpoint,
+            need_password,
             state: Mutex::new(SecretState {
                 text: String::new(),
                 login: tokio_postgres::Config::new(),
@@ -184,10 +209,17 @@ impl DatabaseSecret {
         }
     }
 
-    async fn fetch(&self) -> Result<(String, tokio_postgres::Config), String> {
+    async fn fetch(&self) -> Result<(String, tokio_postgres::Config), SecretLoginError> {
         self.fetches.fetch_add(1, Ordering::Relaxed);
-        let text = self.aws.secret_string(&self.arn).await?;
-        let login = rds_secret_config(&text)?;
+        let text = self
+            .aws
+            .secret_string(&self.arn)
+            .await
+            .map_err(SecretLoginError::Unreadable)?;
+        let parts = rds_secret_parts(&text).map_err(SecretLoginError::Unreadable)?;
+        let login = self
+            .endpoint
+            .apply(parts, "DATABASE_SECRET_ARN", self.need_password)?;
         Ok((text, login))
     }
 
@@ -313,30 +345,79 @@ fn uri_encode(s: &str) -> String {
 mod tests {
     use super::*;
 
+    fn login(secret: &str, endpoint: &Endpoint) -> Result<tokio_postgres::Config, ConfigError> {
+        let parts = rds_secret_parts(secret).map_err(|problem| ConfigError {
+            setting: "DATABASE_SECRET_ARN",
+            problem,
+        })?;
+        endpoint.apply(parts, "DATABASE_SECRET_ARN", true)
+    }
+
     #[test]
-    fn rds_secret_is_read_with_numeric_or_string_port() {
-        let pg = rds_secret_config(
+    fn full_format_secret_is_read_with_numeric_or_string_port() {
+        let none = Endpoint::default();
+        let pg = login(
             r#"{"username":"app","password":"pw","engine":"postgres","host":"db.example","port":5433,"dbname":"hooks"}"#,
+            &none,
         )
         .unwrap();
         assert_eq!(pg.get_user(), Some("app"));
         assert_eq!(pg.get_ports(), &[5433]);
         assert_eq!(pg.get_dbname(), Some("hooks"));
-        let pg = rds_secret_config(r#"{"username":"a","password":"p","host":"h","port":"6432"}"#)
-            .unwrap();
+        let pg = login(
+            r#"{"username":"a","password":"p","host":"h","port":"6432"}"#,
+            &none,
+        )
+        .unwrap();
         assert_eq!(pg.get_ports(), &[6432]);
         assert_eq!(pg.get_dbname(), Some("postgres"));
     }
 
     #[test]
+    fn rds_managed_secret_takes_host_port_and_name_from_the_settings() {
+        let managed = r#"{"username":"hookclaim_app","password":"pw"}"#;
+        let endpoint = Endpoint {
+            host: Some("db.cluster-x.eu-west-1.rds.amazonaws.com".into()),
+            port: Some(5433),
+            dbname: Some("hooks".into()),
+        };
+        let pg = login(managed, &endpoint).unwrap();
+        assert_eq!(
+            pg.get_hosts(),
+            &[tokio_postgres::config::Host::Tcp(
+                "db.cluster-x.eu-west-1.rds.amazonaws.com".into()
+            )]
+        );
+        assert_eq!(pg.get_ports(), &[5433]);
+        assert_eq!(pg.get_dbname(), Some("hooks"));
+        // The settings also win over a full secret (an RDS Proxy endpoint in front of it).
+        let full = r#"{"username":"a","password":"p","host":"instance","port":5432,"dbname":"d"}"#;
+        let pg = login(full, &endpoint).unwrap();
+        assert_eq!(pg.get_ports(), &[5433]);
+        assert_eq!(pg.get_dbname(), Some("hooks"));
+        // Without a host anywhere, the error names the setting to give.
+        let err = login(managed, &Endpoint::default()).unwrap_err();
+        assert_eq!(err.setting, "DATABASE_HOST");
+        assert!(err.to_string().contains("DATABASE_SECRET_ARN"), "{err}");
+    }
+
+    #[test]
     fn rds_secret_errors_name_the_field_not_the_value() {
-        let err = rds_secret_config(r#"{"username":"a","host":"h"}"#).unwrap_err();
-        assert!(err.contains("password"));
-        let err =
-            rds_secret_config(r#"{"username":"a","password":"hunter2","host":"h","port":"x"}"#)
-                .unwrap_err();
-        assert!(!err.contains("hunter2"));
-        assert!(rds_secret_config("nope").is_err());
+        let none = Endpoint::default();
+        let err = login(r#"{"username":"a","host":"h"}"#, &none).unwrap_err();
+        assert_eq!(err.setting, "DATABASE_SECRET_ARN");
+        assert!(err.problem.contains("password"));
+        let err = login(
+            r#"{"username":"a","password":"hunter2","host":"h","port":"x"}"#,
+            &none,
+        )
+        .unwrap_err();
+        assert!(!err.to_string().contains("hunter2"));
+        assert!(login("nope", &none).is_err());
+        assert!(login("[1]", &none).is_err());
+        // With IAM authentication the password is not needed.
+        let parts = rds_secret_parts(r#"{"username":"a","host":"h"}"#).unwrap();
+        assert!(none.apply(parts, "DATABASE_SECRET_ARN", false).is_ok());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::aws::{Aws, DatabaseSecret, RdsIamAuth};
+use crate::aws::{Aws, DatabaseSecret, RdsIamAuth, SecretLoginError};
 use crate::config::{Config, ConfigError, DatabaseFrom};
 use crate::db::{Credentials, Database, DbError};
 use crate::keys::Keys;
@@ -25,22 +25,34 @@ pub enum StartupError {
 }
 
 /// The environment's database: the login from `DATABASE_URL` or from the RDS-format secret
-/// (read now, once), or an RDS IAM token for the user, host and port those name. Does not
-/// connect; the first use does.
+/// (read now, once), with `DATABASE_HOST`/`DATABASE_PORT`/`DATABASE_NAME` applied over it, or
+/// an RDS IAM token for the user, host and port those name. A login that lacks a piece (an
+/// RDS-managed secret without `DATABASE_HOST`) stops the cold start naming the setting. Does
+/// not connect; the first use does.
 pub async fn database(config: &Config) -> Result<Database, StartupError> {
     database_with(config, Arc::new(Aws::default())).await
 }
 
 async fn database_with(config: &Config, aws: Arc<Aws>) -> Result<Database, StartupError> {
     let (mut pg, secret) = match &config.database.from {
-        DatabaseFrom::Url(pg) => ((**pg).clone(), None),
+        DatabaseFrom::Url(url) => (config.database.url_login(url)?, None),
         DatabaseFrom::SecretsManager {
             arn,
             min_refresh_interval,
         } => {
-            let secret = DatabaseSecret::load(aws.clone(), arn, *min_refresh_interval)
-                .await
-                .map_err(StartupError::DatabaseSecret)?;
+            let secret = DatabaseSecret::load(
+                aws.clone(),
+                arn,
+                *min_refresh_interval,
+                config.database.endpoint.clone(),
+                // An IAM token stands in for the password.
+                !config.database.iam_auth,
+            )
+            .await
+            .map_err(|e| match e {
+                SecretLoginError::Unreadable(why) => StartupError::DatabaseSecret(why),
+                SecretLoginError::Incomplete(setting) => StartupError::Config(setting),
+            })?;
             (secret.login(), Some(secret))
         }
     };

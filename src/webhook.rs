@@ -164,12 +164,13 @@ impl<P: Processor> Webhook<P> {
             lease_margin: config.lease_margin,
             retry: config.retry,
             clock: SystemTime::now,
-            ready: Readiness::default(),
+            ready: Readiness::new(config.database.migrate),
         }
     }
 
-    /// Connects, brings the schema up to date and runs the processor's setup. Done once per
-    /// environment; until it succeeds, every delivery tries it first.
+    /// Connects, brings the schema up to date (or, with `HOOKCLAIM_MIGRATE=never`, checks that
+    /// it is) and runs the processor's setup. Done once per environment; until it succeeds,
+    /// every delivery tries it first and answers 503 when it fails.
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
         let mut session = self.db.session().await;
         self.ready.ensure(&mut session, &self.processor).await

@@ -678,3 +678,75 @@ fn utc_day(t: SystemTime) -> String {
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}{m:02}{d:02}")
 }
+
+/// The secret RDS manages for a user: only the login, no host, port or database name.
+fn rds_managed_secret(password: &str) -> String {
+    serde_json::json!({"username": "app", "password": password}).to_string()
+}
+
+#[tokio::test]
+async fn an_rds_managed_secret_with_only_username_and_password_connects_with_the_host_settings() {
+    let moto = moto::server();
+    let server = server_with_password_auth();
+    let admin = support::connect(&server.url("postgres")).await;
+    create_app_database(&admin, "managed-password").await;
+    let name = moto::unique_name("db-managed");
+    let arn = moto::create_secret(&name, &rds_managed_secret("managed-password")).await;
+    let port = server.port.to_string();
+    let hook = support::webhook(
+        // No DATABASE_URL login is used: the secret wins, the settings say where the server is.
+        "postgres://unused@192.0.2.1:1/unused",
+        &[
+            ("DATABASE_SECRET_ARN", &arn),
+            ("DATABASE_HOST", "127.0.0.1"),
+            ("DATABASE_PORT", &port),
+            ("DATABASE_NAME", "hooks"),
+        ],
+        StoreOnly,
+    )
+    .await;
+
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "managed-1", b"{}", false))
+        .await;
+
+    assert_eq!(answer(&resp).0, 200, "{:?} {}", answer(&resp), server.log());
+    assert_eq!(moto.count(GET_SECRET_VALUE, &name), 1);
+    let (user, db): (String, String) = admin
+        .query_one(
+            "SELECT usename::text, datname::text FROM pg_stat_activity WHERE usename = 'app'",
+            &[],
+        )
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!((user.as_str(), db.as_str()), ("app", "hooks"));
+    println!(
+        "[aws] RDS-managed secret {{username, password}} + DATABASE_HOST/PORT/NAME: 200, \
+         connected as {user} to {db}"
+    );
+}
+
+#[tokio::test]
+async fn an_rds_managed_secret_without_a_host_setting_stops_the_cold_start_naming_database_host() {
+    moto::server();
+    let name = moto::unique_name("db-no-host");
+    let arn = moto::create_secret(&name, &rds_managed_secret("whatever")).await;
+    let config = support::config(
+        "postgres://unused@127.0.0.1/unused",
+        &[("DATABASE_SECRET_ARN", &arn)],
+    );
+
+    let err = match hookclaim::environment::webhook(&config, StoreOnly).await {
+        Ok(_) => panic!("the cold start should fail without a host"),
+        Err(e) => e.to_string(),
+    };
+
+    assert!(err.starts_with("DATABASE_HOST: not set"), "{err}");
+    assert!(err.contains("RDS-managed secret"), "{err}");
+    assert!(
+        !err.contains("whatever"),
+        "the password never appears: {err}"
+    );
+    println!("[aws] cold start without a host: {err}");
+}

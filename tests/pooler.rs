@@ -121,6 +121,9 @@ impl Db {
 
 /// Settings every environment in these tests uses behind the pooler: pooled mode, a failed
 /// attempt due again at once, a short lease margin so a lost claim is retaken within seconds.
+/// `DATABASE_POOLED=true` is what the template's RDS Proxy option sets, together with
+/// `DATABASE_HOST`/`DATABASE_PORT` at the proxy, which here is PgBouncer: each environment's URL
+/// names it (scripts/check-template.py checks both sides of this).
 const POOLED: &[(&str, &str)] = &[
     ("DATABASE_POOLED", "true"),
     ("RETRY_BASE_SECS", "0"),

@@ -6,71 +6,14 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
+use hookclaim::processor::StoreOnly;
 use hookclaim::store::{self, Claimant, NewDelivery};
-use hookclaim::work::Work;
 use hookclaim::Licences;
 use support::ledger::{licence_count, state};
+use support::scripted::Scripted;
 use support::{answer, delivery_count, event, github_request, row, Format, TestDb};
-use tokio_postgres::types::Type;
 
 const FORMATS: [Format; 3] = [Format::HttpApiV2, Format::RestV1, Format::FunctionUrl];
-
-/// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "permanent" | "ok" |
-/// "panic" | "hang" | …}`.
-/// It writes an effect that a failure must roll back, and reads it back inside the transaction
-/// before deciding, so both the queued write and the in-transaction read are exercised.
-struct Scripted;
-
-impl Processor for Scripted {
-    fn name(&self) -> &'static str {
-        "scripted"
-    }
-
-    async fn setup(
-        &self,
-        tx: &tokio_postgres::Transaction<'_>,
-    ) -> Result<(), tokio_postgres::Error> {
-        tx.batch_execute("CREATE TABLE IF NOT EXISTS effects (id text)")
-            .await
-    }
-
-    async fn process(
-        &self,
-        delivery: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
-        work.execute("INSERT INTO effects VALUES ($1)")
-            .bind(delivery.delivery_id.clone(), Type::TEXT);
-        let seen = work
-            .query(
-                "SELECT count(*) FROM effects WHERE id = $1",
-                &[(&delivery.delivery_id, Type::TEXT)],
-            )
-            .await?;
-        let seen: i64 = seen[0].get(0);
-        assert!(seen >= 1, "the queued write is visible to a read after it");
-        let body = delivery.json().unwrap_or_default();
-        Ok(match body["behaviour"].as_str() {
-            Some("bad-write") => {
-                // Fails only when the batch is committed, after the write above.
-                work.execute("SELECT 1 / 0");
-                Outcome::Done
-            }
-            Some("panic") => panic!("simulated bug inside the transaction"),
-            Some("hang") => std::future::pending().await,
-            Some("deallocate") => {
-                // What a session-mode pooler's reset or an operator's DISCARD does to the
-                // connection's prepared statements.
-                work.query("DEALLOCATE ALL", &[]).await?;
-                Outcome::Retry("statements deallocated".into())
-            }
-            Some("retry") => Outcome::Retry("downstream unavailable".into()),
-            Some("permanent") => Outcome::Permanent("order was cancelled".into()),
-            _ => Outcome::Done,
-        })
-    }
-}
 
 async fn effects(c: &tokio_postgres::Client) -> i64 {
     c.query_one("SELECT count(*) FROM effects", &[])

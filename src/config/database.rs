@@ -1,4 +1,5 @@
-//! Database settings: where the login comes from, TLS, timeouts, IAM authentication, pooling.
+//! Database settings: where the login comes from, where the server is, TLS, timeouts, IAM
+//! authentication, pooling, and whether this function may migrate the schema.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +11,9 @@ use super::{bad, flag, int, ConfigError, Lookup};
 pub enum DatabaseFrom {
     /// `DATABASE_URL`.
     Url(Box<tokio_postgres::Config>),
-    /// `DATABASE_SECRET_ARN`: an RDS-managed secret (username, password, host, port, dbname).
+    /// `DATABASE_SECRET_ARN`: a secret in the RDS format. An RDS-managed secret holds only
+    /// `username` and `password`; the full format adds `host`, `port` and `dbname`. What the
+    /// secret lacks comes from [`Endpoint`].
     SecretsManager {
         /// The secret's ARN or name.
         arn: String,
@@ -20,11 +23,144 @@ pub enum DatabaseFrom {
     },
 }
 
+/// `DATABASE_HOST`, `DATABASE_PORT`, `DATABASE_NAME`: where the server is, for secrets that do
+/// not say (RDS-managed secrets hold only `username` and `password`) or to send the connection
+/// elsewhere (an RDS Proxy endpoint). Each one that is set wins over the secret or URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `DATABASE_HOST`: the instance, cluster or proxy endpoint, without the port.
+    pub host: Option<String>,
+    /// `DATABASE_PORT`.
+    pub port: Option<u16>,
+    /// `DATABASE_NAME`.
+    pub dbname: Option<String>,
+}
+
+/// The parts of a login as a secret or URL holds them; any of them may be missing.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct LoginParts {
+    /// The database user.
+    pub user: Option<String>,
+    /// Its password.
+    pub password: Option<String>,
+    /// Host name.
+    pub host: Option<String>,
+    /// Port.
+    pub port: Option<u16>,
+    /// Database name.
+    pub dbname: Option<String>,
+}
+
+impl std::fmt::Debug for LoginParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginParts")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("dbname", &self.dbname)
+            .finish()
+    }
+}
+
+/// The port when neither the secret nor `DATABASE_PORT` gives one.
+pub const DEFAULT_PORT: u16 = 5432;
+/// The database when neither the secret nor `DATABASE_NAME` names one (RDS's default database).
+pub const DEFAULT_DBNAME: &str = "postgres";
+
+impl Endpoint {
+    fn read(get: Lookup<'_>) -> Result<Self, ConfigError> {
+        let host = get("DATABASE_HOST").map(|h| h.trim().to_string());
+        if let Some(h) = &host {
+            if h.contains(['/', ':', ' ', '@']) {
+                return Err(bad(
+                    "DATABASE_HOST",
+                    format!("{h:?} is not a host name; give the endpoint alone (the port goes in DATABASE_PORT)"),
+                ));
+            }
+        }
+        let port = match get("DATABASE_PORT") {
+            None => None,
+            Some(_) => Some(int(get, "DATABASE_PORT", 0, 1, 65_535)? as u16),
+        };
+        Ok(Endpoint {
+            host,
+            port,
+            dbname: get("DATABASE_NAME").map(|n| n.trim().to_string()),
+        })
+    }
+
+    /// True when any of the three settings is given.
+    pub fn is_set(&self) -> bool {
+        self.host.is_some() || self.port.is_some() || self.dbname.is_some()
+    }
+
+    /// The connection settings for `login` with these settings applied over it. `source` names
+    /// the setting the login came from, for the error when it lacks a user or password; a
+    /// password is not needed with IAM authentication (a token stands in for it). A missing
+    /// host is an error naming `DATABASE_HOST`.
+    pub fn apply(
+        &self,
+        login: LoginParts,
+        source: &'static str,
+        need_password: bool,
+    ) -> Result<tokio_postgres::Config, ConfigError> {
+        let host = self.host.clone().or(login.host).ok_or_else(|| {
+            bad(
+                "DATABASE_HOST",
+                format!(
+                    "not set, and {source} gives no host (an RDS-managed secret holds only \
+                     username and password): set DATABASE_HOST to the instance, cluster or \
+                     proxy endpoint"
+                ),
+            )
+        })?;
+        let user = login
+            .user
+            .ok_or_else(|| bad(source, "the login has no username"))?;
+        let mut pg = tokio_postgres::Config::new();
+        pg.user(user)
+            .host(host)
+            .port(self.port.or(login.port).unwrap_or(DEFAULT_PORT))
+            .dbname(
+                self.dbname
+                    .clone()
+                    .or(login.dbname)
+                    .unwrap_or_else(|| DEFAULT_DBNAME.into()),
+            )
+            .application_name("hookclaim");
+        match login.password {
+            Some(password) => {
+                pg.password(password);
+            }
+            None if need_password => return Err(bad(source, "the login has no password")),
+            None => {}
+        }
+        Ok(pg)
+    }
+}
+
+/// Whether this function brings the schema up to date itself (`HOOKCLAIM_MIGRATE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrateMode {
+    /// `auto` (the default): apply pending migrations and the processor's setup at cold start,
+    /// under the migration lock. Needs a role that may create tables (the owner).
+    Auto,
+    /// `never`: only check that the schema is up to date, and answer 503 with a log line naming
+    /// the fix until it is. For a role with data rights only (the deployed webhook function);
+    /// the owner applies migrations (the retention function's `migrate` command).
+    Never,
+}
+
 /// The database settings as configured.
 #[derive(Debug, Clone)]
 pub struct DatabaseConfig {
     /// Where the credentials come from.
     pub from: DatabaseFrom,
+    /// Where the server is, over what the secret or URL says.
+    pub endpoint: Endpoint,
+    /// `HOOKCLAIM_MIGRATE`.
+    pub migrate: MigrateMode,
     /// `DATABASE_TLS`.
     pub tls: TlsMode,
     /// `DATABASE_CA_FILE`: CA bundle for `verify-full`.
@@ -93,8 +229,20 @@ impl DatabaseConfig {
                 "only applies with DATABASE_IAM_AUTH=true",
             ));
         }
+        let migrate = match get("HOOKCLAIM_MIGRATE").as_deref().map(str::trim) {
+            None | Some("auto") => MigrateMode::Auto,
+            Some("never") => MigrateMode::Never,
+            Some(other) => {
+                return Err(bad(
+                    "HOOKCLAIM_MIGRATE",
+                    format!("{other:?} is not auto or never"),
+                ))
+            }
+        };
         Ok(DatabaseConfig {
             from,
+            endpoint: Endpoint::read(get)?,
+            migrate,
             tls,
             ca_file,
             connect_timeout: Duration::from_millis(int(
@@ -115,6 +263,31 @@ impl DatabaseConfig {
             iam_user,
             pooled: flag(get, "DATABASE_POOLED")?,
         })
+    }
+
+    /// The connection settings for a login read from `DATABASE_URL`: as written, or with
+    /// [`Endpoint`]'s settings applied over it when any is set.
+    pub fn url_login(
+        &self,
+        url: &tokio_postgres::Config,
+    ) -> Result<tokio_postgres::Config, ConfigError> {
+        if !self.endpoint.is_set() {
+            return Ok(url.clone());
+        }
+        let host = match url.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => Some(h.clone()),
+            _ => None,
+        };
+        let parts = LoginParts {
+            user: url.get_user().map(str::to_owned),
+            password: url
+                .get_password()
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+            host,
+            port: url.get_ports().first().copied(),
+            dbname: url.get_dbname().map(str::to_owned),
+        };
+        self.endpoint.apply(parts, "DATABASE_URL", false)
     }
 
     /// Connection settings for `pg` credentials.

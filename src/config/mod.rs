@@ -8,9 +8,14 @@ mod sources;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use database::{DatabaseConfig, DatabaseFrom, DbSettings, TlsMode};
+pub use database::{
+    DatabaseConfig, DatabaseFrom, DbSettings, Endpoint, LoginParts, MigrateMode, TlsMode,
+    DEFAULT_DBNAME, DEFAULT_PORT,
+};
 pub use processing::{ProcessorChoice, RetentionSettings, RetryPolicy};
-pub use sources::{parse_sources, SecretsFrom, Source, DEFAULT_MAX_BODY_BYTES};
+pub use sources::{
+    parse_sources, SecretsFrom, Source, DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES_LIMIT,
+};
 
 /// A setting that could not be used. Names the variable; never quotes a secret.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -159,6 +164,58 @@ mod tests {
         assert_eq!(c.processor, ProcessorChoice::Store);
         assert_eq!(c.sources["stripe"].max_body_bytes, DEFAULT_MAX_BODY_BYTES);
         assert!(!c.database.pooled);
+        assert_eq!(c.database.migrate, MigrateMode::Auto);
+        assert_eq!(c.database.endpoint, Endpoint::default());
+    }
+
+    #[test]
+    fn migrate_mode_and_host_settings_are_read() {
+        let c = with(&[
+            ("HOOKCLAIM_MIGRATE", "never"),
+            ("DATABASE_HOST", "proxy.example"),
+            ("DATABASE_PORT", "6432"),
+            ("DATABASE_NAME", "hooks"),
+        ])
+        .unwrap();
+        assert_eq!(c.database.migrate, MigrateMode::Never);
+        assert_eq!(
+            c.database.endpoint,
+            Endpoint {
+                host: Some("proxy.example".into()),
+                port: Some(6432),
+                dbname: Some("hooks".into()),
+            }
+        );
+        // The settings apply over DATABASE_URL too, keeping its login.
+        let DatabaseFrom::Url(url) = &c.database.from else {
+            panic!("DATABASE_URL login expected");
+        };
+        let pg = c.database.url_login(url).unwrap();
+        assert_eq!(pg.get_user(), Some("u"));
+        assert_eq!(
+            pg.get_hosts(),
+            &[tokio_postgres::config::Host::Tcp("proxy.example".into())]
+        );
+        assert_eq!(pg.get_ports(), &[6432]);
+        assert_eq!(pg.get_dbname(), Some("hooks"));
+    }
+
+    #[test]
+    fn the_largest_body_limit_fits_lambdas_request_when_base64_encoded() {
+        let at_limit =
+            format!(r#"{{"big":{{"kind":"github","max_body_bytes":{MAX_BODY_BYTES_LIMIT}}}}}"#);
+        assert!(parse_sources(&at_limit).is_ok());
+        let over = format!(
+            r#"{{"big":{{"kind":"github","max_body_bytes":{}}}}}"#,
+            MAX_BODY_BYTES_LIMIT + 1
+        );
+        let err = parse_sources(&over).unwrap_err();
+        assert!(err.problem.contains("base64"), "{err}");
+        // base64 of the largest body, plus the envelope allowance, is within Lambda's limit.
+        assert!(
+            MAX_BODY_BYTES_LIMIT.div_ceil(3) * 4 + sources::EVENT_ENVELOPE_ALLOWANCE
+                <= sources::LAMBDA_REQUEST_LIMIT
+        );
     }
 
     #[test]
@@ -228,6 +285,17 @@ mod tests {
             ),
             (&[("DATABASE_IAM_USER", "app")], "DATABASE_IAM_USER"),
             (&[("DATABASE_POOLED", "pgbouncer")], "DATABASE_POOLED"),
+            (&[("DATABASE_HOST", "db.example:5432")], "DATABASE_HOST"),
+            (&[("DATABASE_PORT", "0")], "DATABASE_PORT"),
+            (&[("DATABASE_PORT", "five")], "DATABASE_PORT"),
+            (&[("HOOKCLAIM_MIGRATE", "sometimes")], "HOOKCLAIM_MIGRATE"),
+            (
+                &[(
+                    "HOOKCLAIM_SOURCES",
+                    r#"{"big":{"kind":"github","max_body_bytes":6291456}}"#,
+                )],
+                "HOOKCLAIM_SOURCES",
+            ),
             (
                 &[
                     ("HOOKCLAIM_SECRETS_ARN", "arn"),

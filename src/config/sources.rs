@@ -14,6 +14,18 @@ const SOURCES: &str = "HOOKCLAIM_SOURCES";
 /// Default body limit per source: Stripe and GitHub cap their payloads well below this.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The largest request Lambda accepts for a synchronous invocation: the whole event, of which
+/// the body is one field (`RequestEntityTooLargeException` above it).
+pub const LAMBDA_REQUEST_LIMIT: usize = 6 * 1024 * 1024;
+
+/// What the event around the body may take: headers, the request context, JSON quoting.
+pub const EVENT_ENVELOPE_ALLOWANCE: usize = 128 * 1024;
+
+/// The highest `max_body_bytes` a source may have: a body this large still fits in Lambda's
+/// request when API Gateway base64-encodes it (binary content types), which makes it 4/3 as long.
+/// A larger request never reaches the function, so a larger limit could never be used.
+pub const MAX_BODY_BYTES_LIMIT: usize = (LAMBDA_REQUEST_LIMIT - EVENT_ENVELOPE_ALLOWANCE) / 4 * 3;
+
 /// One configured source: how it signs, and how large a body it may send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {
@@ -199,8 +211,12 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
         }
     };
     let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
-    if max_body_bytes == 0 || max_body_bytes > 6 * 1024 * 1024 {
-        return Err("max_body_bytes must be 1..=6291456 (Lambda's request limit)".into());
+    if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_LIMIT {
+        return Err(format!(
+            "max_body_bytes must be 1..={MAX_BODY_BYTES_LIMIT}: Lambda accepts requests up to \
+             {LAMBDA_REQUEST_LIMIT} bytes, and a binary body arrives base64-encoded (4/3 as long) \
+             inside the event"
+        ));
     }
     Ok(Source {
         name: name.to_string(),

@@ -55,6 +55,19 @@ pub enum DbError {
     /// The TLS setup could not be built (unreadable or invalid CA file).
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    /// The schema is older than this build and the function may not migrate it
+    /// (`HOOKCLAIM_MIGRATE=never`).
+    #[error(
+        "the database schema is at version {current} and this build needs {required}; this \
+         function does not migrate (HOOKCLAIM_MIGRATE=never): apply the migrations with the owner \
+         role by invoking the retention function with {{\"command\":\"migrate\"}}"
+    )]
+    SchemaBehind {
+        /// The version the database is at (0: hookclaim's tables do not exist).
+        current: i32,
+        /// The version this build needs.
+        required: i32,
+    },
 }
 
 impl DbError {

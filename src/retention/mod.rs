@@ -66,6 +66,7 @@ impl RetentionError {
             RetentionError::Database(DbError::Query(_) | DbError::Tls(_)) => {
                 "hookclaim.DatabaseError"
             }
+            RetentionError::Database(DbError::SchemaBehind { .. }) => "hookclaim.SchemaBehind",
         }
     }
 }
@@ -110,13 +111,15 @@ impl<P: Processor> Retention<P> {
 
     /// Builds the state from the configuration.
     pub fn from_config(config: &Config, db: Database, processor: P) -> Self {
-        Self::new(
+        let mut retention = Self::new(
             db,
             processor,
             config.retention,
             config.retry,
             config.lease_margin,
-        )
+        );
+        retention.ready = Readiness::new(config.database.migrate);
+        retention
     }
 
     #[cfg(feature = "internals")]

@@ -11,6 +11,7 @@ pub mod emulator;
 pub mod ledger;
 pub mod moto;
 pub mod pgbouncer;
+pub mod scripted;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,0 +1,70 @@
+//! A test processor whose behaviour each delivery's body chooses, shared by the webhook tests
+//! and the role tests (which run the same response rows as the application role).
+
+use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
+use hookclaim::work::Work;
+use tokio_postgres::types::Type;
+
+/// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "permanent" | "ok" |
+/// "panic" | "hang" | …}`.
+/// It writes an effect that a failure must roll back, and reads it back inside the transaction
+/// before deciding, so both the queued write and the in-transaction read are exercised.
+pub struct Scripted;
+
+impl Processor for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+
+    async fn setup(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+    ) -> Result<(), tokio_postgres::Error> {
+        // Checked first, as the licence example does, so that a role without CREATE (the
+        // application role) can run the setup once the owner has made the table.
+        let exists: bool = tx
+            .query_typed_one("SELECT to_regclass('effects') IS NOT NULL", &[])
+            .await?
+            .get(0);
+        if !exists {
+            tx.batch_execute("CREATE TABLE effects (id text)").await?;
+        }
+        Ok(())
+    }
+
+    async fn process(
+        &self,
+        delivery: &Delivery,
+        work: &mut Work<'_>,
+    ) -> Result<Outcome, ProcessError> {
+        work.execute("INSERT INTO effects VALUES ($1)")
+            .bind(delivery.delivery_id.clone(), Type::TEXT);
+        let seen = work
+            .query(
+                "SELECT count(*) FROM effects WHERE id = $1",
+                &[(&delivery.delivery_id, Type::TEXT)],
+            )
+            .await?;
+        let seen: i64 = seen[0].get(0);
+        assert!(seen >= 1, "the queued write is visible to a read after it");
+        let body = delivery.json().unwrap_or_default();
+        Ok(match body["behaviour"].as_str() {
+            Some("bad-write") => {
+                // Fails only when the batch is committed, after the write above.
+                work.execute("SELECT 1 / 0");
+                Outcome::Done
+            }
+            Some("panic") => panic!("simulated bug inside the transaction"),
+            Some("hang") => std::future::pending().await,
+            Some("deallocate") => {
+                // What a session-mode pooler's reset or an operator's DISCARD does to the
+                // connection's prepared statements.
+                work.query("DEALLOCATE ALL", &[]).await?;
+                Outcome::Retry("statements deallocated".into())
+            }
+            Some("retry") => Outcome::Retry("downstream unavailable".into()),
+            Some("permanent") => Outcome::Permanent("order was cancelled".into()),
+            _ => Outcome::Done,
+        })
+    }
+}
