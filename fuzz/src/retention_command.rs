@@ -3,10 +3,18 @@
 
 use serde_json::{json, Value};
 
-use hookclaim::retention::{self, Command, MAX_OLDER_THAN_DAYS};
+use hookclaim::retention::{self, Command, MAX_OLDER_THAN_DAYS, MIN_PURGE_DAYS};
 
 /// Every command name `parse_command` may return.
-const KNOWN: &[&str] = &["run", "dry_run", "purge", "replay", "stats", "migrate"];
+const KNOWN: &[&str] = &[
+    "run",
+    "dry_run",
+    "purge",
+    "replay",
+    "replay_all",
+    "stats",
+    "migrate",
+];
 
 /// The target: never panics; a refusal is always `BadCommand`; an accepted command is the one
 /// the payload names, within its limits, and parses again from its own canonical form.
@@ -31,8 +39,26 @@ pub fn run(data: &[u8]) {
         _ => assert_eq!(command, Command::Run {}),
     }
     match &command {
-        Command::Purge { older_than_days } => {
+        Command::Purge {
+            older_than_days,
+            force,
+        } => {
             assert!((1..=MAX_OLDER_THAN_DAYS).contains(older_than_days));
+            assert!(
+                *force || *older_than_days >= MIN_PURGE_DAYS,
+                "short horizon without force"
+            );
+        }
+        Command::ReplayAll {
+            source,
+            received_after,
+            received_before,
+            ..
+        } => {
+            assert!(!source.is_empty());
+            if let (Some(after), Some(before)) = (received_after, received_before) {
+                assert!(after.at < before.at, "an empty window was accepted");
+            }
         }
         Command::Replay {
             source,
@@ -49,9 +75,24 @@ pub fn run(data: &[u8]) {
 /// The payload an operator would write for `command`.
 fn canonical(command: &Command) -> Value {
     match command {
-        Command::Purge { older_than_days } => {
-            json!({"command": "purge", "older_than_days": older_than_days})
+        Command::Purge {
+            older_than_days,
+            force,
+        } => {
+            json!({"command": "purge", "older_than_days": older_than_days, "force": force})
         }
+        Command::ReplayAll {
+            source,
+            event_type,
+            received_after,
+            received_before,
+            dry_run,
+        } => json!({
+            "command": "replay_all", "source": source, "event_type": event_type,
+            "received_after": received_after.as_ref().map(|t| &t.text),
+            "received_before": received_before.as_ref().map(|t| &t.text),
+            "dry_run": dry_run,
+        }),
         Command::Replay {
             source,
             delivery_id,
