@@ -92,41 +92,73 @@ macro_rules! takeover_condition {
     };
 }
 
-/// Insert-or-take-over in one statement. `$4` true means "store only": the row goes straight to
-/// `done`, so a new delivery costs exactly this one round trip.
+/// Insert, take over, or only read, in one statement. `$4` true means "store only": the row goes
+/// straight to `done`, so a new delivery costs exactly this one round trip.
 ///
-/// A row that a concurrent transaction committed after this statement's snapshot is not visible
-/// to the fallback SELECT, so zero rows back means "someone else claimed it just now".
+/// `found` reads the row first, and only the branch that its state calls for writes:
+/// - no row: `inserted` inserts it. `ON CONFLICT DO NOTHING` settles a race for a new key: the
+///   loser waits for the winner's commit and inserts nothing.
+/// - a row that may be taken over: `taken` updates it. The UPDATE re-checks the takeover
+///   condition on the row's latest version after waiting for its lock, so of several claimants
+///   that saw the same expired lease, one takes it and the others update nothing.
+/// - any other row (done, dead, live lease, failed but not due): nothing writes. Both writing
+///   branches are cut by a one-time filter on `found`, so a duplicate is an index lookup: no row
+///   lock, no transaction id, no WAL. (`INSERT … ON CONFLICT DO UPDATE … WHERE` would lock the
+///   row and write WAL even when its `WHERE` is false.)
+///
+/// The answer is `inserted` or `taken` when one of them wrote, otherwise `found` read as a state.
+/// A takeover state in `found` that `taken` did not get means a concurrent claimant got it
+/// first; zero rows back means a row was committed after this statement's snapshot by someone
+/// who claimed it just now. Either way the delivery is in progress elsewhere.
 const CLAIM: &str = concat!(
-    "WITH claimed AS (
+    "WITH found AS (
+    SELECT status, attempt, lease_owner, lease_until, next_attempt_at, payload_sha256
+      FROM hookclaim_deliveries
+     WHERE source = $1 AND delivery_id = $2
+),
+inserted AS (
     INSERT INTO hookclaim_deliveries AS d
         (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
          event_type, payload, payload_sha256, headers, completed_at)
-    VALUES ($1, $2, $3, CASE WHEN $4 THEN 'done' ELSE 'processing' END, 1, $5,
-            CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
-            $7, $8, $9, $10, CASE WHEN $4 THEN now() END)
-    ON CONFLICT (source, delivery_id) DO UPDATE
-        SET status = EXCLUDED.status,
-            attempt = d.attempt + 1,
-            lease_owner = EXCLUDED.lease_owner,
-            lease_until = EXCLUDED.lease_until,
-            next_attempt_at = NULL,
-            completed_at = EXCLUDED.completed_at,
-            updated_at = now()
-        WHERE ",
+    SELECT $1, $2, $3, CASE WHEN $4 THEN 'done' ELSE 'processing' END, 1, $5,
+           CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
+           $7, $8, $9, $10, CASE WHEN $4 THEN now() END
+     WHERE NOT EXISTS (SELECT 1 FROM found)
+    ON CONFLICT (source, delivery_id) DO NOTHING
+    RETURNING d.attempt, d.payload_sha256
+),
+taken AS (
+    UPDATE hookclaim_deliveries AS d
+       SET status = CASE WHEN $4 THEN 'done' ELSE 'processing' END,
+           attempt = d.attempt + 1,
+           lease_owner = $5,
+           lease_until = CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
+           next_attempt_at = NULL,
+           completed_at = CASE WHEN $4 THEN now() END,
+           updated_at = now()
+     WHERE d.source = $1 AND d.delivery_id = $2
+       AND ",
     takeover_condition!("d"),
     "
+       AND EXISTS (SELECT 1 FROM found AS f WHERE ",
+    takeover_condition!("f"),
+    ")
     RETURNING d.attempt, d.payload_sha256
 )
-SELECT 'claimed' AS state, attempt, payload_sha256, NULL::timestamptz AS next_attempt_at
-  FROM claimed
+SELECT 'claimed'::text AS state, attempt, payload_sha256, NULL::timestamptz AS next_attempt_at
+  FROM inserted
 UNION ALL
-SELECT CASE WHEN d.lease_owner = $5 AND d.status IN ('processing', 'done')
-            THEN 'claimed' ELSE d.status END,
-       d.attempt, d.payload_sha256, d.next_attempt_at
-  FROM hookclaim_deliveries d
- WHERE d.source = $1 AND d.delivery_id = $2
-   AND NOT EXISTS (SELECT 1 FROM claimed)"
+SELECT 'claimed', attempt, payload_sha256, NULL
+  FROM taken
+UNION ALL
+SELECT CASE WHEN ",
+    takeover_condition!("f"),
+    " THEN 'in_progress'
+            WHEN f.lease_owner = $5 AND f.status IN ('processing', 'done') THEN 'claimed'
+            ELSE f.status END,
+       f.attempt, f.payload_sha256, f.next_attempt_at
+  FROM found AS f
+ WHERE NOT EXISTS (SELECT 1 FROM taken)"
 );
 
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
