@@ -95,19 +95,18 @@ macro_rules! takeover_condition {
 /// Insert, take over, or only read, in one statement. `$4` true means "store only": the row goes
 /// straight to `done`, so a new delivery costs exactly this one round trip.
 ///
-/// `found` reads the row first, and only the branch that its state calls for writes:
-/// - no row: `inserted` inserts it. `ON CONFLICT DO NOTHING` settles a race for a new key: the
-///   loser waits for the winner's commit and inserts nothing.
-/// - a row that may be taken over: `taken` updates it. The UPDATE re-checks the takeover
-///   condition on the row's latest version after waiting for its lock, so of several claimants
-///   that saw the same expired lease, one takes it and the others update nothing.
-/// - any other row (done, dead, live lease, failed but not due): nothing writes. Both writing
-///   branches are cut by a one-time filter on `found`, so a duplicate is an index lookup: no row
-///   lock, no transaction id, no WAL. (`INSERT … ON CONFLICT DO UPDATE … WHERE` would lock the
-///   row and write WAL even when its `WHERE` is false.)
+/// `found` reads the row first. The INSERT gets a row to insert only when there is no row yet or
+/// when the row may be taken over (an expired lease, a due retry); for any other row (done,
+/// dead, a live lease, a retry not yet due) it has nothing to insert, so the statement is an
+/// index lookup: no row lock, no transaction id, no WAL. (An `ON CONFLICT DO UPDATE … WHERE`
+/// reached by every duplicate would lock the row and write WAL even when its `WHERE` is false.)
 ///
-/// The answer is `inserted` or `taken` when one of them wrote, otherwise `found` read as a state.
-/// A takeover state in `found` that `taken` did not get means a concurrent claimant got it
+/// When the INSERT runs, the unique key decides as before: a new key is inserted; a conflicting
+/// row is taken over by the `DO UPDATE` only if the takeover condition still holds on its latest
+/// version, so of several claimants racing for a new key or an expired lease exactly one wins.
+///
+/// The answer is the written row when the INSERT wrote, otherwise `found` read as a state. A
+/// takeover state in `found` that the INSERT did not get means a concurrent claimant got it
 /// first; zero rows back means a row was committed after this statement's snapshot by someone
 /// who claimed it just now. Either way the delivery is in progress elsewhere.
 const CLAIM: &str = concat!(
@@ -116,7 +115,7 @@ const CLAIM: &str = concat!(
       FROM hookclaim_deliveries
      WHERE source = $1 AND delivery_id = $2
 ),
-inserted AS (
+claimed AS (
     INSERT INTO hookclaim_deliveries AS d
         (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
          event_type, payload, payload_sha256, headers, completed_at)
@@ -124,32 +123,24 @@ inserted AS (
            CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
            $7, $8, $9, $10, CASE WHEN $4 THEN now() END
      WHERE NOT EXISTS (SELECT 1 FROM found)
-    ON CONFLICT (source, delivery_id) DO NOTHING
-    RETURNING d.attempt, d.payload_sha256
-),
-taken AS (
-    UPDATE hookclaim_deliveries AS d
-       SET status = CASE WHEN $4 THEN 'done' ELSE 'processing' END,
-           attempt = d.attempt + 1,
-           lease_owner = $5,
-           lease_until = CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
-           next_attempt_at = NULL,
-           completed_at = CASE WHEN $4 THEN now() END,
-           updated_at = now()
-     WHERE d.source = $1 AND d.delivery_id = $2
-       AND ",
-    takeover_condition!("d"),
-    "
-       AND EXISTS (SELECT 1 FROM found AS f WHERE ",
+        OR EXISTS (SELECT 1 FROM found AS f WHERE ",
     takeover_condition!("f"),
     ")
+    ON CONFLICT (source, delivery_id) DO UPDATE
+        SET status = EXCLUDED.status,
+            attempt = d.attempt + 1,
+            lease_owner = EXCLUDED.lease_owner,
+            lease_until = EXCLUDED.lease_until,
+            next_attempt_at = NULL,
+            completed_at = EXCLUDED.completed_at,
+            updated_at = now()
+        WHERE ",
+    takeover_condition!("d"),
+    "
     RETURNING d.attempt, d.payload_sha256
 )
-SELECT 'claimed'::text AS state, attempt, payload_sha256, NULL::timestamptz AS next_attempt_at
-  FROM inserted
-UNION ALL
-SELECT 'claimed', attempt, payload_sha256, NULL
-  FROM taken
+SELECT 'claimed' AS state, attempt, payload_sha256, NULL::timestamptz AS next_attempt_at
+  FROM claimed
 UNION ALL
 SELECT CASE WHEN ",
     takeover_condition!("f"),
@@ -158,7 +149,7 @@ SELECT CASE WHEN ",
             ELSE f.status END,
        f.attempt, f.payload_sha256, f.next_attempt_at
   FROM found AS f
- WHERE NOT EXISTS (SELECT 1 FROM taken)"
+ WHERE NOT EXISTS (SELECT 1 FROM claimed)"
 );
 
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
