@@ -549,24 +549,44 @@ pub async fn purge_batch(on: &impl Runner, older_than: Duration, limit: i64) -> 
         .await
 }
 
+/// The newest `completed_at` of a `done` row whose payload is already dropped, among rows older
+/// than the trim horizon `$1`: where a run's trim starts. Payloads are dropped oldest first, so
+/// everything before it is trimmed already (but for a row a concurrent trim held and then rolled
+/// back, which keeps its payload until it is purged). A backward walk of the purge index from
+/// the horizon finds it after passing the rows this run is about to trim.
+macro_rules! trimmed_up_to {
+    () => {
+        "(SELECT max(completed_at) FROM hookclaim_deliveries
+              WHERE status = 'done' AND payload IS NULL
+                AND completed_at < now() - make_interval(secs => $1))"
+    };
+}
+
 /// Drops the payloads of one batch of `done` rows, oldest first, keeping the key and the hash (a
 /// redelivery is still recognised as a duplicate). Addressed by `ctid` for the same reasons as
-/// [`PURGE_BATCH`]. `$2` is a keyset cursor: rows completed before it were handled by earlier
-/// batches of the same run, so a run walks the trimmed range once instead of once per batch.
-const TRIM_BATCH: &str = "WITH trimmed AS (
+/// [`PURGE_BATCH`]. It walks the purge index (`completed_at` of done and dead rows; trim has no
+/// index of its own, which saves every new delivery an index entry) from a keyset cursor: `$2`,
+/// the previous batch's last row, or for a run's first batch where earlier runs stopped. So a
+/// run reads about what it trims instead of every already trimmed row younger than the purge
+/// horizon.
+const TRIM_BATCH: &str = concat!(
+    "WITH trimmed AS (
     UPDATE hookclaim_deliveries
        SET payload = NULL, payload_trimmed_at = now(), updated_at = now()
      WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM hookclaim_deliveries
             WHERE status = 'done' AND payload IS NOT NULL
               AND completed_at < now() - make_interval(secs => $1)
-              AND completed_at >= coalesce($2, '-infinity'::timestamptz)
+              AND completed_at >= coalesce($2, ",
+    trimmed_up_to!(),
+    ", '-infinity'::timestamptz)
             ORDER BY completed_at
             LIMIT $3
               FOR UPDATE SKIP LOCKED))
     RETURNING completed_at
 )
-SELECT count(*), max(completed_at) FROM trimmed";
+SELECT count(*), max(completed_at) FROM trimmed"
+);
 
 /// One trim batch's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -630,11 +650,17 @@ pub async fn count_purgeable(on: &impl Runner, older_than: Duration) -> Result<u
     Ok(n as u64)
 }
 
-/// Rows past the purge horizon (`$2`) are left out: the purge deletes them first.
-const COUNT_TRIMMABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
+/// Rows past the purge horizon (`$2`) are left out: the purge deletes them first. Counted from
+/// where the next trim starts, like [`TRIM_BATCH`], so the count reads what the trim would.
+const COUNT_TRIMMABLE: &str = concat!(
+    "SELECT count(*) FROM hookclaim_deliveries
  WHERE status = 'done' AND payload IS NOT NULL
    AND completed_at < now() - make_interval(secs => $1)
-   AND completed_at >= now() - make_interval(secs => $2)";
+   AND completed_at >= now() - make_interval(secs => $2)
+   AND completed_at >= coalesce(",
+    trimmed_up_to!(),
+    ", '-infinity'::timestamptz)"
+);
 
 /// How many payloads [`trim_batch`] with `older_than` would drop once rows past `purge_after` are
 /// purged.
