@@ -9,13 +9,17 @@
 //!   Gateway v2 events, GitHub signatures verified) at 1, 4 and 16 simulated execution
 //!   environments, each its own `Webhook` with its own connection, versus pgbench running the
 //!   same statements with the same number of clients. Rounds alternate pgbench and handler.
+//! - `statements`: the store-only claim statement against the floor of deduplication, a bare
+//!   `INSERT … ON CONFLICT DO NOTHING` of the key and the same payload, both through pgbench in
+//!   alternating rounds at 1, 4 and 16 clients, for new and duplicate deliveries; and the WAL
+//!   bytes and buffers dirtied per statement.
 //! - `purge`: the retention purge of 1,000,000 finished rows alone, then the p99 of concurrent
 //!   claims without and with a purge running.
 //!
 //! - `pinned`: the throughput comparison again with the benchmark process on CPU 0 and the
 //!   server on CPU 1, so that client and server do not share a core.
 //!
-//! `HOOKCLAIM_BENCH_SECTIONS=counts,throughput,pinned,purge` picks sections (default: all);
+//! `HOOKCLAIM_BENCH_SECTIONS=counts,statements,throughput,pinned,purge` picks sections (default: all);
 //! `HOOKCLAIM_BENCH_SECTIONS=profile` instead runs one environment through a short loop of new
 //! deliveries, for `valgrind --tool=callgrind`. Results go to `target/bench/handler.json`.
 //! Run through `scripts/bench`.
@@ -34,6 +38,7 @@ use hookclaim::processor::{Processor, StoreOnly};
 use hookclaim::webhook::Webhook;
 use hookclaim::Licences;
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use tokio_postgres::types::Type;
 
 use common::proxy::Proxy;
@@ -66,7 +71,7 @@ struct Ctx {
 fn main() {
     common::silence_stdout();
     let sections = std::env::var("HOOKCLAIM_BENCH_SECTIONS")
-        .unwrap_or_else(|_| "counts,throughput,pinned,purge".into());
+        .unwrap_or_else(|_| "counts,statements,throughput,pinned,purge".into());
     // Single-threaded like the function's own binary: with two workers, tokio-postgres's
     // connection task could write the first request of a pipelined batch before the rest were
     // queued, and the proxy would count a round trip the function does not make. The measured
@@ -101,13 +106,17 @@ fn main() {
             "environment_threads": 2,
         });
         let mut sql = None;
-        if ["counts", "throughput", "pinned"]
+        if ["counts", "statements", "throughput", "pinned"]
             .iter()
             .any(|s| sections.contains(s))
         {
             let (counts, captured) = counts(&ctx).await;
             out["counts"] = counts;
             sql = Some(captured);
+        }
+        if sections.contains("statements") {
+            let sql = sql.as_ref().expect("captured SQL");
+            out["statements"] = statements(&ctx, sql).await;
         }
         if sections.contains("throughput") || sections.contains("pinned") {
             let sql = sql.as_ref().expect("captured SQL");
@@ -247,7 +256,7 @@ async fn counts(ctx: &Ctx) -> (Value, Sql) {
             .unwrap_or_else(|| panic!("the handler sent no {what} statement"))
     };
     let sql = Sql {
-        claim: find("claim", &|t| t.contains("WITH claimed AS")),
+        claim: find("claim", &|t| t.contains("INSERT INTO hookclaim_deliveries")),
         finish_done: find("finish", &|t| {
             t.starts_with("WITH finished AS") && t.contains("status = 'done'")
         }),
@@ -490,7 +499,9 @@ async fn processor_rows<P: Processor + Copy>(
             let mut handler_runs = Vec::new();
             let mut pgbench_runs = Vec::new();
             for _ in 0..ctx.rounds {
-                pgbench_runs.push(pgbench(ctx, script, c, connection.pgbench_mode()).await);
+                let mode = connection.pgbench_mode();
+                let length = Length::Secs(ctx.secs);
+                pgbench_runs.push(pgbench(ctx, "tp", script, c, mode, length).await);
                 let run = Stop::After(common::secs(ctx.secs));
                 let load = Load {
                     clients: c,
@@ -797,9 +808,26 @@ impl Scripts {
     }
 }
 
+/// How long a pgbench run lasts.
+#[derive(Debug, Clone, Copy)]
+enum Length {
+    /// About this many seconds (rounded up: pgbench takes whole seconds).
+    Secs(f64),
+    /// Exactly this many transactions per client.
+    Transactions(u64),
+}
+
 /// pgbench with `clients` connections (and up to two threads, like the handler's two tokio
-/// workers) running `script` for the run length; latencies from its per-transaction log.
-async fn pgbench(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Run {
+/// workers) running `script` against database `db` for `length`; latencies from its
+/// per-transaction log.
+async fn pgbench(
+    ctx: &Ctx,
+    db: &str,
+    script: &Path,
+    clients: usize,
+    mode: &str,
+    length: Length,
+) -> Run {
     let logs = common::out_dir().join("pgbench-log");
     let _ = std::fs::remove_dir_all(&logs);
     std::fs::create_dir_all(&logs).expect("pgbench log dir");
@@ -826,8 +854,10 @@ async fn pgbench(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Run {
         .arg(clients.to_string())
         .arg("-j")
         .arg(threads.to_string())
-        .arg("-T")
-        .arg(format!("{}", ctx.secs.ceil() as u64))
+        .args(match length {
+            Length::Secs(secs) => ["-T".to_string(), format!("{}", secs.ceil() as u64)],
+            Length::Transactions(n) => ["-t".to_string(), n.to_string()],
+        })
         .arg("-f")
         .arg(script)
         .arg("-l")
@@ -835,7 +865,7 @@ async fn pgbench(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Run {
     for (k, v) in &defines {
         cmd.arg("-D").arg(format!("{k}={v}"));
     }
-    cmd.arg("tp");
+    cmd.arg(db);
     let before = CpuSnap::take(ctx.postmaster);
     let out = cmd.output().await.expect("run pgbench");
     // Let the server reap pgbench's backends, so their CPU is counted.
@@ -852,7 +882,11 @@ async fn pgbench(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Run {
         stdout
             .lines()
             .find_map(|l| l.trim().strip_prefix(prefix))
-            .and_then(|rest| rest.split_whitespace().next())
+            // "2000/2000" when the run is a number of transactions.
+            .and_then(|rest| {
+                rest.split(|c: char| c.is_whitespace() || c == '/')
+                    .find(|v| !v.is_empty())
+            })
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no `{prefix}` in pgbench output:\n{stdout}"))
     };
@@ -887,6 +921,226 @@ async fn pgbench(ctx: &Ctx, script: &Path, clients: usize, mode: &str) -> Run {
         cpu,
         bad: failed,
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The claim statement against the bare dedupe insert
+
+/// The floor of deduplication: a table with nothing but the unique key and the payload.
+const BARE_TABLE: &str = "CREATE TABLE bench_bare (
+    source      text  NOT NULL,
+    delivery_id text  NOT NULL,
+    payload     bytea NOT NULL,
+    PRIMARY KEY (source, delivery_id))";
+
+/// One unique-index insert of the key and the payload; a duplicate inserts nothing.
+const BARE_INSERT: &str =
+    "INSERT INTO bench_bare (source, delivery_id, payload) VALUES ($1, $2, $3)
+    ON CONFLICT DO NOTHING";
+
+/// The redelivered set, `DUP_COUNT` rows from id `$1 + 1`, in the bare table.
+const SEED_BARE: &str = "INSERT INTO bench_bare (source, delivery_id, payload)
+    SELECT 'github', ($1::int8 + g)::text, $2 FROM generate_series(1, $3::int8) AS g";
+
+/// The same set in `hookclaim_deliveries`, as the store-only claim leaves it: `done`, with the
+/// payload, its hash and the kept headers.
+const SEED_CLAIM: &str = "INSERT INTO hookclaim_deliveries (source, delivery_id, id_origin,
+        status, attempt, lease_owner, event_type, payload, payload_sha256, headers, completed_at)
+    SELECT 'github', ($1::int8 + g)::text, 'header', 'done', 1, 'seed', 'push', $2, $4,
+           $5::jsonb, now()
+      FROM generate_series(1, $3::int8) AS g";
+
+/// What the WAL and buffer counts are taken over: one client running the statement this many
+/// times, so the WAL position's difference divided by it is the WAL per delivery.
+const WAL_DELIVERIES: u64 = 2_000;
+
+async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
+    eprintln!("== statements: the claim versus the bare dedupe insert (pgbench -M prepared)");
+    let url = create_db(ctx, "stmt").await;
+    let db = support::connect(&url).await;
+    // No autovacuum in this database, so that no vacuum's WAL falls into a measured window;
+    // both tables are vacuumed once after seeding instead, as autovacuum would have.
+    db.batch_execute(&format!(
+        "{BARE_TABLE};
+         ALTER TABLE bench_bare SET (autovacuum_enabled = off);
+         ALTER TABLE hookclaim_deliveries SET (autovacuum_enabled = off);
+         CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"
+    ))
+    .await
+    .expect("bare table");
+    let payload = common::body(1).into_bytes();
+    let sha = Sha256::digest(&payload).to_vec();
+    let headers = common::kept_headers_json(1);
+    let (base, count) = (common::DUP_BASE as i64, common::DUP_COUNT as i64);
+    db.execute_typed(
+        SEED_BARE,
+        &[
+            (&base, Type::INT8),
+            (&payload, Type::BYTEA),
+            (&count, Type::INT8),
+        ],
+    )
+    .await
+    .expect("seed the bare table");
+    db.execute_typed(
+        SEED_CLAIM,
+        &[
+            (&base, Type::INT8),
+            (&payload, Type::BYTEA),
+            (&count, Type::INT8),
+            (&sha, Type::BYTEA),
+            (&headers, Type::TEXT),
+        ],
+    )
+    .await
+    .expect("seed the ledger");
+    db.batch_execute("VACUUM ANALYZE bench_bare, hookclaim_deliveries")
+        .await
+        .expect("vacuum");
+
+    let scripts = Scripts::write(sql);
+    let dir = common::out_dir().join("pgbench");
+    let bare = with_vars(BARE_INSERT, &["source", "id", "payload"]);
+    let header =
+        "-- hookclaim benchmark: the bare dedupe insert, the floor the claim is held to.\n";
+    let new_id = "\\set id random(1, 9223372036854775806)\n";
+    let dup_id = format!(
+        "\\set id {} + random(1, {})\n",
+        common::DUP_BASE,
+        common::DUP_COUNT
+    );
+    let bare_new = dir.join("bare_new.sql");
+    let bare_dup = dir.join("bare_dup.sql");
+    std::fs::write(&bare_new, format!("{header}{new_id}{bare}")).expect("write script");
+    std::fs::write(&bare_dup, format!("{header}{dup_id}{bare}")).expect("write script");
+    let script = |side: &str, kind: Kind| -> &Path {
+        match (side, kind) {
+            ("bare", Kind::New) => &bare_new,
+            ("bare", Kind::Duplicate) => &bare_dup,
+            (_, Kind::New) => &scripts.store_new,
+            (_, Kind::Duplicate) => &scripts.store_dup,
+        }
+    };
+
+    // WAL and buffers first, while every duplicate row is as vacuum left it.
+    let mut costs = Vec::new();
+    for kind in [Kind::New, Kind::Duplicate] {
+        for side in ["bare", "claim"] {
+            costs.push(statement_costs(ctx, &db, side, kind, script(side, kind)).await);
+        }
+    }
+
+    let mut rows = Vec::new();
+    for &c in &CONCURRENCY {
+        for kind in [Kind::New, Kind::Duplicate] {
+            let (mut bare_runs, mut claim_runs) = (Vec::new(), Vec::new());
+            let length = Length::Secs(ctx.secs);
+            for _ in 0..ctx.rounds {
+                let bare = script("bare", kind);
+                bare_runs.push(pgbench(ctx, "stmt", bare, c, "prepared", length).await);
+                let claim = script("claim", kind);
+                claim_runs.push(pgbench(ctx, "stmt", claim, c, "prepared", length).await);
+            }
+            let (b, k) = (side(&bare_runs), side(&claim_runs));
+            let ratio = k["deliveries_per_s"].as_f64().unwrap_or(0.0)
+                / b["deliveries_per_s"].as_f64().unwrap_or(f64::NAN);
+            eprintln!(
+                "  {:9} c={c:2}: bare insert {:7.0}/s | claim {:7.0}/s | claim/bare {ratio:.2}",
+                kind.name(),
+                b["deliveries_per_s"].as_f64().unwrap_or(0.0),
+                k["deliveries_per_s"].as_f64().unwrap_or(0.0),
+            );
+            rows.push(json!({
+                "kind": kind.name(),
+                "clients": c,
+                "bare": b,
+                "claim": k,
+                "ratio": ratio,
+            }));
+        }
+    }
+    json!({
+        "bare_insert": BARE_INSERT,
+        "scripts": dir,
+        "wal_deliveries": WAL_DELIVERIES,
+        "costs": costs,
+        "rows": rows,
+    })
+}
+
+/// One client runs `script` `WAL_DELIVERIES` times; the WAL position's difference, and what
+/// pg_stat_statements counted for the statement, per delivery.
+async fn statement_costs(
+    ctx: &Ctx,
+    db: &tokio_postgres::Client,
+    side: &str,
+    kind: Kind,
+    script: &Path,
+) -> Value {
+    let lsn = "SELECT pg_current_wal_insert_lsn()::text";
+    // A checkpoint first writes every dirty buffer out, so that a statement that dirties a page
+    // is counted even when an earlier writer (the seeding, vacuum, the previous run) had left
+    // that page dirty.
+    db.batch_execute("CHECKPOINT; SELECT pg_stat_statements_reset()")
+        .await
+        .expect("checkpoint, reset pg_stat_statements");
+    let before: String = db.query_one(lsn, &[]).await.expect("lsn").get(0);
+    let length = Length::Transactions(WAL_DELIVERIES);
+    let run = pgbench(ctx, "stmt", script, 1, "prepared", length).await;
+    let wal: f64 = db
+        .query_one(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::float8",
+            &[&before],
+        )
+        .await
+        .expect("lsn diff")
+        .get(0);
+    let table = if side == "bare" {
+        "bench_bare"
+    } else {
+        "hookclaim_deliveries"
+    };
+    let row = db
+        .query_one(
+            "SELECT coalesce(sum(calls), 0)::float8, coalesce(sum(wal_bytes), 0)::float8,
+                    coalesce(sum(wal_records), 0)::float8,
+                    coalesce(sum(shared_blks_dirtied), 0)::float8,
+                    coalesce(sum(shared_blks_hit + shared_blks_read), 0)::float8,
+                    coalesce(sum(total_exec_time), 0)::float8
+               FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND query LIKE '%INSERT INTO ' || $1 || ' %'",
+            &[&table],
+        )
+        .await
+        .expect("pg_stat_statements");
+    let calls: f64 = row.get(0);
+    let per = |i: usize| row.get::<_, f64>(i) / calls.max(1.0);
+    let n = run.deliveries as f64;
+    let out = json!({
+        "side": side,
+        "kind": kind.name(),
+        "deliveries": run.deliveries,
+        "wal_bytes_per_delivery": wal / n.max(1.0),
+        "statement": {
+            "calls": calls,
+            "wal_bytes": per(1),
+            "wal_records": per(2),
+            "shared_blks_dirtied": per(3),
+            "shared_blks_accessed": per(4),
+            "exec_us": per(5) * 1e3,
+        },
+    });
+    eprintln!(
+        "  {side:5} {:9}: {:6.1} WAL bytes per delivery (position), statement: {:6.1} WAL bytes, {:.2} records, {:.3} buffers dirtied, {:.1} µs executing",
+        kind.name(),
+        wal / n.max(1.0),
+        per(1),
+        per(2),
+        per(3),
+        per(5) * 1e3
+    );
+    out
 }
 
 // ---------------------------------------------------------------------------------------------

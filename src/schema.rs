@@ -20,11 +20,18 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "deliveries",
-    sql: include_str!("../migrations/0001_deliveries.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "deliveries",
+        sql: include_str!("../migrations/0001_deliveries.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "lean_retention_indexes",
+        sql: include_str!("../migrations/0002_lean_retention_indexes.sql"),
+    },
+];
 
 /// The version a fully migrated database is at.
 pub fn latest_version() -> i32 {

@@ -92,19 +92,40 @@ macro_rules! takeover_condition {
     };
 }
 
-/// Insert-or-take-over in one statement. `$4` true means "store only": the row goes straight to
-/// `done`, so a new delivery costs exactly this one round trip.
+/// Insert, take over, or only read, in one statement. `$4` true means "store only": the row goes
+/// straight to `done`, so a new delivery costs exactly this one round trip.
 ///
-/// A row that a concurrent transaction committed after this statement's snapshot is not visible
-/// to the fallback SELECT, so zero rows back means "someone else claimed it just now".
+/// `found` reads the row first. The INSERT gets a row to insert only when there is no row yet or
+/// when the row may be taken over (an expired lease, a due retry); for any other row (done,
+/// dead, a live lease, a retry not yet due) it has nothing to insert, so the statement is an
+/// index lookup: no row lock, no transaction id, no WAL. (An `ON CONFLICT DO UPDATE … WHERE`
+/// reached by every duplicate would lock the row and write WAL even when its `WHERE` is false.)
+///
+/// When the INSERT runs, the unique key decides as before: a new key is inserted; a conflicting
+/// row is taken over by the `DO UPDATE` only if the takeover condition still holds on its latest
+/// version, so of several claimants racing for a new key or an expired lease exactly one wins.
+///
+/// The answer is the written row when the INSERT wrote, otherwise `found` read as a state. A
+/// takeover state in `found` that the INSERT did not get means a concurrent claimant got it
+/// first; zero rows back means a row was committed after this statement's snapshot by someone
+/// who claimed it just now. Either way the delivery is in progress elsewhere.
 const CLAIM: &str = concat!(
-    "WITH claimed AS (
+    "WITH found AS (
+    SELECT status, attempt, lease_owner, lease_until, next_attempt_at, payload_sha256
+      FROM hookclaim_deliveries
+     WHERE source = $1 AND delivery_id = $2
+),
+claimed AS (
     INSERT INTO hookclaim_deliveries AS d
         (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
          event_type, payload, payload_sha256, headers, completed_at)
-    VALUES ($1, $2, $3, CASE WHEN $4 THEN 'done' ELSE 'processing' END, 1, $5,
-            CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
-            $7, $8, $9, $10, CASE WHEN $4 THEN now() END)
+    SELECT $1, $2, $3, CASE WHEN $4 THEN 'done' ELSE 'processing' END, 1, $5,
+           CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
+           $7, $8, $9, $10, CASE WHEN $4 THEN now() END
+     WHERE NOT EXISTS (SELECT 1 FROM found)
+        OR EXISTS (SELECT 1 FROM found AS f WHERE ",
+    takeover_condition!("f"),
+    ")
     ON CONFLICT (source, delivery_id) DO UPDATE
         SET status = EXCLUDED.status,
             attempt = d.attempt + 1,
@@ -121,12 +142,14 @@ const CLAIM: &str = concat!(
 SELECT 'claimed' AS state, attempt, payload_sha256, NULL::timestamptz AS next_attempt_at
   FROM claimed
 UNION ALL
-SELECT CASE WHEN d.lease_owner = $5 AND d.status IN ('processing', 'done')
-            THEN 'claimed' ELSE d.status END,
-       d.attempt, d.payload_sha256, d.next_attempt_at
-  FROM hookclaim_deliveries d
- WHERE d.source = $1 AND d.delivery_id = $2
-   AND NOT EXISTS (SELECT 1 FROM claimed)"
+SELECT CASE WHEN ",
+    takeover_condition!("f"),
+    " THEN 'in_progress'
+            WHEN f.lease_owner = $5 AND f.status IN ('processing', 'done') THEN 'claimed'
+            ELSE f.status END,
+       f.attempt, f.payload_sha256, f.next_attempt_at
+  FROM found AS f
+ WHERE NOT EXISTS (SELECT 1 FROM claimed)"
 );
 
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
@@ -526,24 +549,44 @@ pub async fn purge_batch(on: &impl Runner, older_than: Duration, limit: i64) -> 
         .await
 }
 
+/// The newest `completed_at` of a `done` row whose payload is already dropped, among rows older
+/// than the trim horizon `$1`: where a run's trim starts. Payloads are dropped oldest first, so
+/// everything before it is trimmed already (but for a row a concurrent trim held and then rolled
+/// back, which keeps its payload until it is purged). A backward walk of the purge index from
+/// the horizon finds it after passing the rows this run is about to trim.
+macro_rules! trimmed_up_to {
+    () => {
+        "(SELECT max(completed_at) FROM hookclaim_deliveries
+              WHERE status = 'done' AND payload IS NULL
+                AND completed_at < now() - make_interval(secs => $1))"
+    };
+}
+
 /// Drops the payloads of one batch of `done` rows, oldest first, keeping the key and the hash (a
 /// redelivery is still recognised as a duplicate). Addressed by `ctid` for the same reasons as
-/// [`PURGE_BATCH`]. `$2` is a keyset cursor: rows completed before it were handled by earlier
-/// batches of the same run, so a run walks the trimmed range once instead of once per batch.
-const TRIM_BATCH: &str = "WITH trimmed AS (
+/// [`PURGE_BATCH`]. It walks the purge index (`completed_at` of done and dead rows; trim has no
+/// index of its own, which saves every new delivery an index entry) from a keyset cursor: `$2`,
+/// the previous batch's last row, or for a run's first batch where earlier runs stopped. So a
+/// run reads about what it trims instead of every already trimmed row younger than the purge
+/// horizon.
+const TRIM_BATCH: &str = concat!(
+    "WITH trimmed AS (
     UPDATE hookclaim_deliveries
        SET payload = NULL, payload_trimmed_at = now(), updated_at = now()
      WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM hookclaim_deliveries
             WHERE status = 'done' AND payload IS NOT NULL
               AND completed_at < now() - make_interval(secs => $1)
-              AND completed_at >= coalesce($2, '-infinity'::timestamptz)
+              AND completed_at >= coalesce($2, ",
+    trimmed_up_to!(),
+    ", '-infinity'::timestamptz)
             ORDER BY completed_at
             LIMIT $3
               FOR UPDATE SKIP LOCKED))
     RETURNING completed_at
 )
-SELECT count(*), max(completed_at) FROM trimmed";
+SELECT count(*), max(completed_at) FROM trimmed"
+);
 
 /// One trim batch's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -607,11 +650,17 @@ pub async fn count_purgeable(on: &impl Runner, older_than: Duration) -> Result<u
     Ok(n as u64)
 }
 
-/// Rows past the purge horizon (`$2`) are left out: the purge deletes them first.
-const COUNT_TRIMMABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
+/// Rows past the purge horizon (`$2`) are left out: the purge deletes them first. Counted from
+/// where the next trim starts, like [`TRIM_BATCH`], so the count reads what the trim would.
+const COUNT_TRIMMABLE: &str = concat!(
+    "SELECT count(*) FROM hookclaim_deliveries
  WHERE status = 'done' AND payload IS NOT NULL
    AND completed_at < now() - make_interval(secs => $1)
-   AND completed_at >= now() - make_interval(secs => $2)";
+   AND completed_at >= now() - make_interval(secs => $2)
+   AND completed_at >= coalesce(",
+    trimmed_up_to!(),
+    ", '-infinity'::timestamptz)"
+);
 
 /// How many payloads [`trim_batch`] with `older_than` would drop once rows past `purge_after` are
 /// purged.

@@ -10,7 +10,7 @@ use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
 use sha2::{Digest, Sha256};
 use support::ledger::{expire_lease, state, status};
-use support::TestDb;
+use support::{PgServer, TestDb};
 use tokio_postgres::Client;
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -161,6 +161,116 @@ async fn duplicate_of_a_dead_delivery_is_reported_and_never_taken() {
     assert!(st.has_payload, "payload kept for replay");
 }
 
+/// The row's `xmax`: a row lock or an update by another transaction would set it.
+async fn xmax(c: &Client, id: &str) -> String {
+    c.query_one(
+        "SELECT xmax::text FROM hookclaim_deliveries WHERE delivery_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+#[tokio::test]
+async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() {
+    // A private, quiet server, so that its WAL position moves only for this test: no other
+    // test's database, no autovacuum, no standby snapshots (wal_level minimal) and no timed
+    // checkpoint.
+    let server = PgServer::start_with(&[
+        "autovacuum = off",
+        "wal_level = minimal",
+        "max_wal_senders = 0",
+        "checkpoint_timeout = '1d'",
+    ]);
+    let url = server.url("postgres");
+    let mut admin = support::connect(&url).await;
+    hookclaim::schema::migrate(&mut admin).await.unwrap();
+    admin
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .await
+        .unwrap();
+    let c = support::connect(&url).await;
+    let done = Sample::new("evt_quiet_done", "{}");
+    let dead = Sample::new("evt_quiet_dead", "{}");
+    claim(&c, &done, "a").await;
+    store::finish_done(&c, &attempt(&done, 1, "a"))
+        .await
+        .unwrap();
+    claim(&c, &dead, "a").await;
+    store::finish_dead(&c, &attempt(&dead, 1, "a"), "bad")
+        .await
+        .unwrap();
+    // As autovacuum would: this clears the row versions the finishes left behind and sets the
+    // commit hint bits, which the first read after a commit sets (without WAL, but dirtying a
+    // page) whatever that read is.
+    admin
+        .batch_execute("VACUUM hookclaim_deliveries")
+        .await
+        .unwrap();
+
+    for (s, want) in [
+        (&done, Claim::Done { same_payload: true }),
+        (&dead, Claim::Dead { same_payload: true }),
+    ] {
+        let xmax_before = xmax(&c, &s.id).await;
+        admin
+            .batch_execute("SELECT pg_stat_statements_reset()")
+            .await
+            .unwrap();
+        // In a transaction, to ask afterwards whether the claim needed a transaction id, which
+        // any row lock or write would have taken.
+        c.batch_execute("BEGIN").await.unwrap();
+        let lsn_before: String = c
+            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let got = claim(&c, s, "b").await;
+        let after = c
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::int8,
+                        pg_current_xact_id_if_assigned()::text",
+                &[&lsn_before],
+            )
+            .await
+            .unwrap();
+        c.batch_execute("COMMIT").await.unwrap();
+        let stats = admin
+            .query_one(
+                "SELECT sum(calls)::int8, sum(wal_records)::int8, sum(wal_bytes)::int8,
+                        sum(shared_blks_dirtied)::int8
+                   FROM pg_stat_statements
+                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND query ILIKE '%INSERT INTO hookclaim_deliveries%'",
+                &[],
+            )
+            .await
+            .unwrap();
+
+        assert_eq!(got, want);
+        assert_eq!(after.get::<_, i64>(0), 0, "{}: WAL bytes written", s.id);
+        assert_eq!(
+            after.get::<_, Option<String>>(1),
+            None,
+            "{}: the claim took a transaction id",
+            s.id
+        );
+        assert_eq!(xmax(&c, &s.id).await, xmax_before, "{}: row locked", s.id);
+        let (calls, records, bytes, dirtied): (i64, i64, i64, i64) =
+            (stats.get(0), stats.get(1), stats.get(2), stats.get(3));
+        assert_eq!(calls, 1, "{}: one claim statement", s.id);
+        assert_eq!(
+            (records, bytes, dirtied),
+            (0, 0, 0),
+            "{}: the claim's WAL records, WAL bytes, buffers dirtied",
+            s.id
+        );
+    }
+    assert_eq!(status(&c, "stripe", &done.id).await, ("done".into(), 1));
+    assert_eq!(status(&c, "stripe", &dead.id).await, ("dead".into(), 1));
+}
+
 #[tokio::test]
 async fn delivery_under_a_live_lease_is_in_progress_for_everyone_else() {
     let db = TestDb::migrated().await;
@@ -300,7 +410,8 @@ async fn migrations_applied_twice_change_nothing() {
     let first = hookclaim::schema::migrate(&mut c).await.unwrap();
     let second = hookclaim::schema::migrate(&mut c).await.unwrap();
 
-    assert_eq!(first, vec![hookclaim::schema::latest_version()]);
+    let all: Vec<i32> = (1..=hookclaim::schema::latest_version()).collect();
+    assert_eq!(first, all);
     assert!(second.is_empty());
     let rows = support::count(&c, "SELECT count(*) FROM hookclaim_schema_migrations").await;
     assert_eq!(rows, hookclaim::schema::MIGRATIONS.len() as i64);
@@ -321,7 +432,8 @@ async fn migrations_from_many_connections_at_once_apply_exactly_once() {
     for t in tasks {
         applied.extend(t.await.unwrap().expect("no migration may fail"));
     }
-    assert_eq!(applied, vec![hookclaim::schema::latest_version()]);
+    let all: Vec<i32> = (1..=hookclaim::schema::latest_version()).collect();
+    assert_eq!(applied, all);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

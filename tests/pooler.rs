@@ -705,9 +705,11 @@ async fn a_claim_stuck_past_the_client_deadline_is_cancelled_on_the_server_behin
     let (status, _) = answer(&hook.handle(delivery("locked", "o")).await);
     assert_eq!(status, 200);
 
-    // Something else holds the delivery's row lock: the redelivery's claim waits for it.
+    // Something else holds a lock the claim needs: the redelivery's claim waits for it. (A
+    // duplicate of a done row no longer locks its row, so a row lock would not stop it; a
+    // non-concurrent CREATE INDEX takes this table lock, which the claim's INSERT conflicts with.)
     let tx = admin.transaction().await.unwrap();
-    tx.batch_execute("SELECT 1 FROM hookclaim_deliveries WHERE delivery_id = 'locked' FOR UPDATE")
+    tx.batch_execute("LOCK TABLE hookclaim_deliveries IN SHARE MODE")
         .await
         .unwrap();
     let started = Instant::now();
@@ -729,7 +731,7 @@ async fn a_claim_stuck_past_the_client_deadline_is_cancelled_on_the_server_behin
     })
     .await;
     println!(
-        "[pooler] claim stuck on a row lock answered 503 after {:.2} s; server-side waiters \
+        "[pooler] claim stuck on a lock answered 503 after {:.2} s; server-side waiters \
          cleared: {cleared}",
         waited.as_secs_f64()
     );

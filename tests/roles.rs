@@ -167,7 +167,11 @@ async fn the_roles_script_gives_the_application_role_data_rights_only_on_hookcla
 
     let migrated = owner_migrates(&roles, Scripted).await;
 
-    assert_eq!(migrated["version"], json!(1), "{migrated}");
+    assert_eq!(
+        migrated["version"],
+        json!(hookclaim::schema::latest_version()),
+        "{migrated}"
+    );
     let admin = db.client().await;
     let q = |sql: String| sql;
     for (sql, expected) in [
@@ -445,8 +449,10 @@ async fn a_schema_behind_answers_503_and_is_logged_until_the_owner_migrates() {
         .collect();
     assert_eq!(behind.len(), 1, "logged once per environment:\n{text}");
     assert!(
-        behind[0].contains("is at version 0 and this build needs 1")
-            && behind[0].contains(r#"{\"command\":\"migrate\"}"#)
+        behind[0].contains(&format!(
+            "is at version 0 and this build needs {}",
+            hookclaim::schema::latest_version()
+        )) && behind[0].contains(r#"{\"command\":\"migrate\"}"#)
             && behind[0].contains("\"level\":\"ERROR\""),
         "{}",
         behind[0]
@@ -464,7 +470,10 @@ async fn a_schema_behind_answers_503_and_is_logged_until_the_owner_migrates() {
 
     // The owner migrates; the same environment answers without a restart.
     let migrated = owner_migrates(&roles, StoreOnly).await;
-    assert_eq!(migrated["version"], json!(1));
+    assert_eq!(
+        migrated["version"],
+        json!(hookclaim::schema::latest_version())
+    );
     let after = hook.handle(send()).await;
     assert_eq!(answer(&after).0, 200, "{:?}", answer(&after));
     drop(guard);
