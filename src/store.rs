@@ -176,27 +176,55 @@ pub async fn claim(
         (&delivery.payload_sha256, Type::BYTEA),
         (&headers, Type::JSONB),
     ];
-    let Some(row) = connection::query(on, CLAIM, &params)
+    let answer = match connection::query(on, CLAIM, &params)
         .await?
         .into_iter()
         .next()
-    else {
-        return Ok(Claim::InProgress);
+    {
+        None => Claim::InProgress,
+        Some(row) => {
+            let state: &str = row.get(0);
+            let attempt: i32 = row.get(1);
+            let stored_hash: &[u8] = row.get(2);
+            let same_payload = stored_hash == delivery.payload_sha256;
+            match state {
+                "claimed" => Claim::Claimed { attempt },
+                "done" => Claim::Done { same_payload },
+                "dead" => Claim::Dead { same_payload },
+                "failed" => Claim::RetryLater {
+                    next_attempt_at: row.get(3),
+                },
+                _ => Claim::InProgress,
+            }
+        }
     };
-    let state: &str = row.get(0);
-    let attempt: i32 = row.get(1);
-    let stored_hash: &[u8] = row.get(2);
-    let same_payload = stored_hash == delivery.payload_sha256;
-    Ok(match state {
-        "claimed" => Claim::Claimed { attempt },
-        "done" => Claim::Done { same_payload },
-        "dead" => Claim::Dead { same_payload },
-        "failed" => Claim::RetryLater {
-            next_attempt_at: row.get(3),
+    if answer != Claim::InProgress {
+        return Ok(answer);
+    }
+    // "In progress" may be this claimant's own earlier try: a claim retried because its answer
+    // was lost, whose first try committed after this statement's snapshot was taken. Only a
+    // fresh statement sees that commit.
+    let holder = on
+        .client()
+        .query_typed_opt(
+            CURRENT_HOLDER,
+            &[
+                (&delivery.source, Type::TEXT),
+                (&delivery.delivery_id, Type::TEXT),
+            ],
+        )
+        .await?;
+    Ok(match holder {
+        Some(row) if row.get::<_, Option<&str>>(0) == Some(claimant.owner) => Claim::Claimed {
+            attempt: row.get(1),
         },
         _ => Claim::InProgress,
     })
 }
+
+/// Who holds a delivery now, and at which attempt: for recognising a claimant's own claim.
+const CURRENT_HOLDER: &str = "SELECT lease_owner, attempt FROM hookclaim_deliveries
+ WHERE source = $1 AND delivery_id = $2 AND status IN ('processing', 'done')";
 
 /// The result of a fenced finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -297,6 +297,53 @@ async fn retry_by_the_same_owner_gets_the_same_claim_back() {
 }
 
 #[tokio::test]
+async fn a_claim_retried_while_its_first_try_commits_recognises_its_own_claim() {
+    let db = TestDb::migrated().await;
+    let first = db.client().await;
+    let admin = db.client().await;
+    let s = Sample::new("evt_retried", r#"{"id":"evt_retried"}"#);
+
+    // The first try's statement has run, but its commit comes late: the client gave up on it
+    // (its deadline passed) and retries on a new connection.
+    first.batch_execute("BEGIN").await.unwrap();
+    assert_eq!(
+        claim(&first, &s, "owner-a").await,
+        Claim::Claimed { attempt: 1 }
+    );
+    let retry = tokio::spawn({
+        let url = db.url.clone();
+        async move {
+            let c = support::connect(&url).await;
+            let s = Sample::new("evt_retried", r#"{"id":"evt_retried"}"#);
+            claim(&c, &s, "owner-a").await
+        }
+    });
+    // The retry's snapshot is taken and its insert waits on the first try's row.
+    let waiting = support::eventually(Duration::from_secs(5), async || {
+        support::count(
+            &admin,
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND query LIKE 'WITH found AS%'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    assert!(waiting, "the retry never waited on the first try");
+    first.batch_execute("COMMIT").await.unwrap();
+
+    assert_eq!(
+        retry.await.unwrap(),
+        Claim::Claimed { attempt: 1 },
+        "the retry recognises its own claim instead of answering in progress"
+    );
+    assert_eq!(
+        status(&admin, "stripe", "evt_retried").await,
+        ("processing".into(), 1)
+    );
+}
+
+#[tokio::test]
 async fn expired_lease_is_taken_over_with_the_next_attempt_number() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
