@@ -44,6 +44,28 @@ pub struct Claimant<'a> {
     pub owner: &'a str,
     /// Lease length from the database's `now()`: the invocation's remaining time plus a margin.
     pub lease: Duration,
+    /// An expired lease at this attempt or later is not taken over but made dead: every attempt
+    /// so far died without recording anything (a poison payload that kills the process), so
+    /// the cap holds even where no failure could be written.
+    pub max_attempts: i32,
+}
+
+/// The error recorded on a delivery given up because its attempts kept dying unrecorded.
+macro_rules! gave_up_unfinished {
+    ($d:literal) => {
+        concat!(
+            "'gave up after ' || ",
+            $d,
+            ".attempt || ' attempts: processing never finished (the invocation died each time)'"
+        )
+    };
+}
+
+/// Whether an existing row's expired lease is at the attempt cap (`$n` holds the cap).
+macro_rules! at_cap {
+    ($d:literal, $n:literal) => {
+        concat!("(", $d, ".status = 'processing' AND ", $d, ".attempt >= ", $n, ")")
+    };
 }
 
 /// What a claim found.
@@ -66,6 +88,9 @@ pub enum Claim {
     },
     /// Another invocation holds a live lease (or committed its claim while this one ran).
     InProgress,
+    /// This claim found an expired lease at the attempt cap and made the delivery dead instead
+    /// of taking it over: every attempt so far died without recording an outcome.
+    GaveUp,
     /// A failed attempt whose next try is not due yet.
     RetryLater {
         /// When the next attempt becomes due.
@@ -127,19 +152,33 @@ claimed AS (
     takeover_condition!("f"),
     ")
     ON CONFLICT (source, delivery_id) DO UPDATE
-        SET status = EXCLUDED.status,
-            attempt = d.attempt + 1,
+        SET status = CASE WHEN ",
+    at_cap!("d", "$11"),
+    " THEN 'dead' ELSE EXCLUDED.status END,
+            attempt = CASE WHEN ",
+    at_cap!("d", "$11"),
+    " THEN d.attempt ELSE d.attempt + 1 END,
             lease_owner = EXCLUDED.lease_owner,
-            lease_until = EXCLUDED.lease_until,
+            lease_until = CASE WHEN ",
+    at_cap!("d", "$11"),
+    " THEN NULL ELSE EXCLUDED.lease_until END,
             next_attempt_at = NULL,
-            completed_at = EXCLUDED.completed_at,
+            last_error = CASE WHEN ",
+    at_cap!("d", "$11"),
+    " THEN ",
+    gave_up_unfinished!("d"),
+    " ELSE d.last_error END,
+            completed_at = CASE WHEN ",
+    at_cap!("d", "$11"),
+    " THEN now() ELSE EXCLUDED.completed_at END,
             updated_at = now()
         WHERE ",
     takeover_condition!("d"),
     "
-    RETURNING d.attempt, d.payload_sha256
+    RETURNING d.attempt, d.payload_sha256, d.status
 )
-SELECT 'claimed' AS state, attempt, payload_sha256, NULL::timestamptz AS next_attempt_at
+SELECT CASE WHEN status = 'dead' THEN 'gave_up' ELSE 'claimed' END AS state, attempt,
+       payload_sha256, NULL::timestamptz AS next_attempt_at
   FROM claimed
 UNION ALL
 SELECT CASE WHEN ",
@@ -164,7 +203,7 @@ pub async fn claim(
 ) -> Result<Claim, Error> {
     let headers = Json(delivery.headers);
     let lease_secs = claimant.lease.as_secs_f64();
-    let params: [(&(dyn ToSql + Sync), Type); 10] = [
+    let params: [(&(dyn ToSql + Sync), Type); 11] = [
         (&delivery.source, Type::TEXT),
         (&delivery.delivery_id, Type::TEXT),
         (&delivery.id_origin.as_str(), Type::TEXT),
@@ -175,6 +214,7 @@ pub async fn claim(
         (&delivery.payload, Type::BYTEA),
         (&delivery.payload_sha256, Type::BYTEA),
         (&headers, Type::JSONB),
+        (&claimant.max_attempts, Type::INT4),
     ];
     let answer = match connection::query(on, CLAIM, &params)
         .await?
@@ -189,6 +229,7 @@ pub async fn claim(
             let same_payload = stored_hash == delivery.payload_sha256;
             match state {
                 "claimed" => Claim::Claimed { attempt },
+                "gave_up" => Claim::GaveUp,
                 "done" => Claim::Done { same_payload },
                 "dead" => Claim::Dead { same_payload },
                 "failed" => Claim::RetryLater {
@@ -309,6 +350,7 @@ pub const HOT: &[Hot] = &[
             Type::BYTEA,
             Type::BYTEA,
             Type::JSONB,
+            Type::INT4,
         ],
     ),
     (FINISH_DONE, &ATTEMPT_TYPES),
@@ -421,6 +463,9 @@ pub struct StoredDelivery {
     pub headers: BTreeMap<String, String>,
     /// The last error recorded by an earlier attempt.
     pub last_error: Option<String>,
+    /// Not taken over but made dead: its attempts kept dying unrecorded (see
+    /// [`Claimant::max_attempts`]). Nothing is to run.
+    pub gave_up: bool,
 }
 
 impl StoredDelivery {
@@ -434,6 +479,7 @@ impl StoredDelivery {
             payload: row.get("payload"),
             headers: headers.0,
             last_error: row.get("last_error"),
+            gave_up: row.get::<_, &str>("status") == "dead",
         }
     }
 }
@@ -447,7 +493,8 @@ const TAKE_ONE: &str = "UPDATE hookclaim_deliveries AS d
     AND (d.status IN ('failed', 'dead')
          OR (d.status = 'processing' AND d.lease_until <= now())
          OR (d.status = 'done' AND $5))
-RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error";
+RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error,
+          d.status";
 
 /// Claims one named delivery for an operator's replay: a failed, dead or expired row, or a done
 /// row when `force` is set. Never takes a row under a live lease or without its payload.
@@ -512,8 +559,25 @@ pub async fn state(
 
 const RECLAIM_NEXT: &str = concat!(
     "UPDATE hookclaim_deliveries AS d
-    SET status = 'processing', attempt = d.attempt + 1, lease_owner = $1,
-        lease_until = now() + make_interval(secs => $2), next_attempt_at = NULL,
+    SET status = CASE WHEN ",
+    at_cap!("d", "$3"),
+    " THEN 'dead' ELSE 'processing' END,
+        attempt = CASE WHEN ",
+    at_cap!("d", "$3"),
+    " THEN d.attempt ELSE d.attempt + 1 END,
+        lease_owner = $1,
+        lease_until = CASE WHEN ",
+    at_cap!("d", "$3"),
+    " THEN NULL ELSE now() + make_interval(secs => $2) END,
+        next_attempt_at = NULL,
+        last_error = CASE WHEN ",
+    at_cap!("d", "$3"),
+    " THEN ",
+    gave_up_unfinished!("d"),
+    " ELSE d.last_error END,
+        completed_at = CASE WHEN ",
+    at_cap!("d", "$3"),
+    " THEN now() ELSE d.completed_at END,
         updated_at = now()
   WHERE (d.source, d.delivery_id) = (
         SELECT source, delivery_id FROM hookclaim_deliveries AS c
@@ -527,7 +591,8 @@ const RECLAIM_NEXT: &str = concat!(
     takeover_condition!("d"),
     "
     AND d.lease_owner IS DISTINCT FROM $1
-RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error"
+RETURNING d.source, d.delivery_id, d.attempt, d.event_type, d.payload, d.headers, d.last_error,
+          d.status"
 );
 
 /// Takes over one expired lease or due retry, if any, under the same rule as [`claim`], for a
@@ -544,7 +609,11 @@ pub async fn reclaim_next(
     let row = client
         .query_typed_opt(
             RECLAIM_NEXT,
-            &[(&claimant.owner, Type::TEXT), (&lease_secs, Type::FLOAT8)],
+            &[
+                (&claimant.owner, Type::TEXT),
+                (&lease_secs, Type::FLOAT8),
+                (&claimant.max_attempts, Type::INT4),
+            ],
         )
         .await?;
     Ok(row.as_ref().map(StoredDelivery::from_row))

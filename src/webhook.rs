@@ -266,6 +266,7 @@ impl<P: Processor> Webhook<P> {
         let claimant = Claimant {
             owner: &owner,
             lease: self.lease(req),
+            max_attempts: self.retry.max_attempts,
         };
         let finish_now = self.processor.store_only();
         let mut session = self.db.session().await;
@@ -349,6 +350,10 @@ fn answer_claim(claim: Claim, now: SystemTime, facts: &mut Facts) -> Answer {
                 facts.reason = Some("duplicate with a different payload".into());
             }
             Answer::Duplicate
+        }
+        Claim::GaveUp => {
+            facts.reason = Some("gave up: every attempt died before it finished".into());
+            Answer::Dead
         }
         Claim::InProgress => Answer::InProgress,
         Claim::RetryLater { next_attempt_at } => Answer::RetryLater(

@@ -49,6 +49,7 @@ fn claimant(owner: &str) -> Claimant<'_> {
     Claimant {
         owner,
         lease: LEASE,
+        max_attempts: 5,
     }
 }
 
@@ -340,6 +341,42 @@ async fn a_claim_retried_while_its_first_try_commits_recognises_its_own_claim() 
     assert_eq!(
         status(&admin, "stripe", "evt_retried").await,
         ("processing".into(), 1)
+    );
+}
+
+#[tokio::test]
+async fn an_expired_lease_at_the_attempt_cap_is_made_dead_instead_of_taken_over() {
+    // Every attempt dies without recording anything (a payload that kills the process).
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_poison", r#"{"id":"evt_poison"}"#);
+    let capped = |owner| Claimant {
+        max_attempts: 2,
+        ..claimant(owner)
+    };
+    let claim_capped = async |owner| {
+        store::claim(&c, &s.delivery(), capped(owner), false)
+            .await
+            .unwrap()
+    };
+    assert_eq!(claim_capped("a").await, Claim::Claimed { attempt: 1 });
+    expire_lease(&c, &s.id).await;
+    assert_eq!(claim_capped("b").await, Claim::Claimed { attempt: 2 });
+    expire_lease(&c, &s.id).await;
+
+    assert_eq!(claim_capped("c").await, Claim::GaveUp);
+
+    let st = state(&c, "stripe", &s.id).await;
+    assert_eq!((st.status.as_str(), st.attempt), ("dead", 2));
+    assert_eq!(
+        st.last_error.as_deref(),
+        Some("gave up after 2 attempts: processing never finished (the invocation died each time)")
+    );
+    assert!(st.has_payload, "kept for a replay");
+    assert_eq!(
+        claim_capped("d").await,
+        Claim::Dead { same_payload: true },
+        "and a duplicate from then on"
     );
 }
 

@@ -110,6 +110,7 @@ async fn claim(c: &Client, id: &str, body: &str, owner: &str) -> Claim {
     let claimant = Claimant {
         owner,
         lease: Duration::from_secs(60),
+        max_attempts: 5,
     };
     store::claim(c, &new, claimant, false).await.unwrap()
 }
@@ -643,6 +644,33 @@ async fn rows_like(c: &Client, prefix: &str) -> i64 {
         &format!("SELECT count(*) FROM hookclaim_deliveries WHERE delivery_id LIKE '{prefix}%'"),
     )
     .await
+}
+
+#[tokio::test]
+async fn an_expired_lease_at_the_attempt_cap_is_reported_dead_and_not_run_again() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    insert(&c, "stripe", "poison", "processing", 0).await;
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries SET attempt = 5, lease_until = now() - interval '1 second'",
+    )
+    .await
+    .unwrap();
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
+    r.ensure_ready().await.unwrap();
+
+    let report = run(&r).await;
+
+    assert_eq!(report.redriven.dead, 1);
+    assert_eq!(report.dead[0].delivery_id, "poison");
+    assert!(report.dead[0].error.starts_with("gave up after 5 attempts"));
+    assert_eq!(
+        report.redriven.ok + report.redriven.failed,
+        0,
+        "nothing ran"
+    );
+    assert_eq!(status(&c, "stripe", "poison").await, ("dead".into(), 5));
+    assert_eq!(licences(&c, "poison").await, 0);
 }
 
 #[tokio::test]

@@ -322,6 +322,7 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
         Claimant {
             owner: "someone-else",
             lease: Duration::from_secs(60),
+            max_attempts: 5,
         },
         false,
     )

@@ -105,6 +105,7 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
             Claimant {
                 owner: "someone-else",
                 lease: Duration::from_secs(60),
+                max_attempts: 5,
             },
             false,
         )

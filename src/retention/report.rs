@@ -342,6 +342,7 @@ mod tests {
             payload: None,
             headers: BTreeMap::new(),
             last_error: None,
+            gave_up: false,
         };
         for _ in 0..MAX_DEAD_LISTED + 5 {
             report.record_dead(&stored, "boom".into());

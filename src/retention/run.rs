@@ -148,6 +148,7 @@ impl<P: Processor> Retention<P> {
                 let claimant = Claimant {
                     owner: &owner,
                     lease: clock.until_deadline() + self.lease_margin,
+                    max_attempts: self.retry.max_attempts,
                 };
                 let taken = session
                     .take_for_replay(filter.source, id, claimant, false)
@@ -200,11 +201,19 @@ impl<P: Processor> Retention<P> {
             let claimant = Claimant {
                 owner: &owner,
                 lease: clock.until_deadline() + self.lease_margin,
+                max_attempts: self.retry.max_attempts,
             };
             let next = session.reclaim_next(claimant).await?;
             let Some(stored) = next else {
                 return Ok(true);
             };
+            if stored.gave_up {
+                // Not run again: its attempts kept dying before they could record anything.
+                let error = stored.last_error.clone().unwrap_or_default();
+                log_redrive(&stored, &Settled::Dead { error: error.clone() });
+                report.record_dead(&stored, error);
+                continue;
+            }
             report.reclaimed += 1;
             let settled = self.redrive(session, &stored, &owner, clock).await?;
             log_redrive(&stored, &settled);
@@ -385,6 +394,7 @@ impl<P: Processor> Retention<P> {
         let claimant = Claimant {
             owner: &owner,
             lease: clock.until_deadline() + self.lease_margin,
+            max_attempts: self.retry.max_attempts,
         };
         let taken = session
             .take_for_replay(source, delivery_id, claimant, force)
@@ -523,6 +533,7 @@ mod tests {
             payload: None,
             headers: BTreeMap::from([("h".into(), "v".into())]),
             last_error: None,
+            gave_up: false,
         };
         assert!(delivery_of(&stored).is_none());
         stored.payload = Some(b"{}".to_vec());
