@@ -100,6 +100,18 @@ async fn a_warm_connection_to_a_node_turned_read_only_is_replaced_by_a_writable_
         .batch_execute("SELECT pg_reload_conf()")
         .await
         .unwrap();
+    // Backends apply a reload when they next wait for a command; wait until a session that
+    // already existed (like the function's) has applied it.
+    let applied = support::eventually(Duration::from_secs(10), async || {
+        let row = admin
+            .query_one("SHOW default_transaction_read_only", &[])
+            .await
+            .unwrap();
+        row.get::<_, String>(0) == "on"
+    })
+    .await;
+    assert!(applied, "the reload never reached existing sessions");
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     for id in ["f2", "f3"] {
         let resp = hook
