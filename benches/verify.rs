@@ -109,6 +109,7 @@ fn bench(c: &mut Criterion) {
             "standard",
             Scheme::Standard {
                 tolerance_secs: 300,
+                raw_secrets: false,
             },
             standard,
         ),
