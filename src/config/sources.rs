@@ -314,9 +314,11 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
             }
             let public_url = match (preset.needs_public_url, spec.public_url) {
                 (true, Some(url)) => public_url(&url)?,
-                (true, None) => return Err(format!(
+                (true, None) => {
+                    return Err(format!(
                     "kind {kind} needs public_url: the URL the provider posts to, which it signs"
-                )),
+                ))
+                }
                 (false, _) => String::new(),
             };
             handshake = match kind {

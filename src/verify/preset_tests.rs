@@ -190,7 +190,7 @@ fn provider_vectors_verify_and_every_derived_row_answers_as_it_should() {
             got
         };
 
-        row("valid", v.verify(&own, &headers, body, v.now), true);
+        let _ = row("valid", v.verify(&own, &headers, body, v.now), true);
 
         let mut tampered = body.to_vec();
         tampered.insert(1, b' ');
@@ -216,13 +216,13 @@ fn provider_vectors_verify_and_every_derived_row_answers_as_it_should() {
 
         let mut rotated = other.clone();
         rotated.extend(own.iter().cloned());
-        row(
+        let _ = row(
             "rotation: old first",
             v.verify(&rotated, &headers, body, v.now),
             true,
         );
         rotated.reverse();
-        row(
+        let _ = row(
             "rotation: new first",
             v.verify(&rotated, &headers, body, v.now),
             true,
@@ -262,7 +262,7 @@ fn provider_vectors_verify_and_every_derived_row_answers_as_it_should() {
             let limit = tolerance.secs * 1000;
             // The latest second at which the signature is still young enough, and the next.
             let oldest_ok = (at + limit).div_euclid(1000);
-            row(
+            let _ = row(
                 "age at the edge",
                 v.verify(&own, &headers, body, oldest_ok),
                 true,
@@ -276,7 +276,7 @@ fn provider_vectors_verify_and_every_derived_row_answers_as_it_should() {
             // The earliest second at which it is not yet too far ahead, and the one before.
             let earliest_ok = (at - limit + 999).div_euclid(1000);
             if tolerance.future {
-                row(
+                let _ = row(
                     "ahead at the edge",
                     v.verify(&own, &headers, body, earliest_ok),
                     true,
@@ -288,7 +288,7 @@ fn provider_vectors_verify_and_every_derived_row_answers_as_it_should() {
                 );
                 assert_eq!(got, Err(VerifyError::TimestampOutOfTolerance), "{name}");
             } else {
-                row(
+                let _ = row(
                     "far ahead: only age is checked",
                     v.verify(&own, &headers, body, earliest_ok - 86_400),
                     true,
