@@ -126,6 +126,8 @@ mod tests {
             "bitbucket",
             "clerk",
             "discord",
+            // Signed handshakes that carry an id verify too (the handler answers them first).
+            "discord-ping",
             "github",
             "github-base64",
             "github-function-url",
@@ -140,6 +142,7 @@ mod tests {
             "polar-redelivery",
             "resend",
             "shopify",
+            "slack",
             "square",
             "stripe",
             "stripe-redelivery",
@@ -148,7 +151,10 @@ mod tests {
             "svix-redelivery",
             "twilio",
             "twitch",
+            "twitch-revocation",
+            "twitch-verification",
             "zoom",
+            "zoom-url-validation",
         ];
         assert_eq!(verified, expected);
     }
