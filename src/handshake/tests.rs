@@ -31,6 +31,9 @@ fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         .collect()
 }
 
+/// An answer as the provider must get it: status, content type, body, and the logged outcome.
+type Expected<'a> = (u16, Option<&'a str>, String, &'a str);
+
 const ZOOM_SECRET: &str = "hookclaim-zoom-test-secret";
 
 fn meta(token: Option<&str>) -> Handshake {
@@ -50,7 +53,7 @@ fn each_provider_handshake_is_recognised_and_answered_exactly() {
     let revocation = headers(&[("twitch-eventsub-message-type", "revocation")]);
     let zoom = [Secret::from_bytes(ZOOM_SECRET)];
     // (handshake, request, expected (status, content type, body, outcome))
-    let table: Vec<(Handshake, Incoming<'_>, (u16, Option<&str>, String, &str))> = vec![
+    let table: Vec<(Handshake, Incoming<'_>, Expected<'_>)> = vec![
         (
             Handshake::Slack,
             req("POST", "", &none, br#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#),
