@@ -351,7 +351,6 @@ fn provider_sign(case: &mut Case) {
                     .map(|(k, v)| (k.into_owned(), v.into_owned()))
                     .collect();
                 pairs.sort();
-                pairs.dedup();
                 for (k, v) in pairs {
                     signed.push_str(&k);
                     signed.push_str(&v);
@@ -404,6 +403,16 @@ mod tests {
             assert!(r.is_ok(), "vector {i} ({}) signed again: {r:?}", case.vector.preset);
             check(&resigned);
         }
+    }
+
+    /// Found by this target: a Twilio form body ending in a repeated empty pair (`… & &`) still
+    /// verified with one more ` ` appended while repeated pairs were signed once.
+    #[test]
+    fn a_repeated_form_pair_is_signed() {
+        let twilio = vectors().iter().position(|v| v.preset == "twilio").unwrap() as u8;
+        let mut input = vec![twilio];
+        input.extend_from_slice(b"@sign\n\nA=1& &&& ");
+        run(&input);
     }
 
     #[test]

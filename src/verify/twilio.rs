@@ -20,9 +20,10 @@ const MAX_PARAMS: usize = 1000;
 ///
 /// The URL is the configured public URL (what Twilio was given; behind API Gateway the function
 /// does not see it) followed by `?` and the query string received, if any; it is tried with and
-/// without the scheme's default port, as Twilio's libraries do. Parameter values are sorted too,
-/// and repeated pairs count once, as in the libraries. When the query has `bodySHA256`, its
-/// value must be the hex SHA-256 of the body. The secret is the Auth Token (or the shared key).
+/// without the scheme's default port, as Twilio's libraries do. Parameter values are sorted too.
+/// Every pair is signed, a repeated one as often as it comes (as twilio-node does; twilio-python
+/// counts it once, which would leave a repeated pair unsigned). When the query has
+/// `bodySHA256`, its value must be the hex SHA-256 of the body. The secret is the Auth Token (or the shared key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TwilioScheme {
     /// The public URL Twilio posts to, without query string, e.g.
@@ -100,7 +101,7 @@ fn names_sha256(settings: &str) -> bool {
 }
 
 /// The form parameters as Twilio signs them: names in order, each followed by its values in
-/// order, repeated pairs once. `None` with more than `MAX_PARAMS` pairs.
+/// order. `None` with more than `MAX_PARAMS` pairs.
 fn sorted_params(body: &[u8]) -> Option<String> {
     let mut pairs: Vec<(String, String)> = form_urlencoded::parse(body)
         .take(MAX_PARAMS + 1)
@@ -110,7 +111,6 @@ fn sorted_params(body: &[u8]) -> Option<String> {
         return None;
     }
     pairs.sort();
-    pairs.dedup();
     Some(pairs.into_iter().map(|(k, v)| k + &v).collect())
 }
 
@@ -157,10 +157,12 @@ mod tests {
     }
 
     #[test]
-    fn params_are_sorted_by_name_then_value_and_deduplicated() {
+    fn params_are_sorted_by_name_then_value_and_all_signed() {
         assert_eq!(
             sorted_params(b"To=%2B1&From=%2B2&Body=hi+there&A=2&A=1&A=1").unwrap(),
-            "A1A2Bodyhi thereFrom+2To+1"
+            "A1A1A2Bodyhi thereFrom+2To+1"
         );
+        // A pair added to a signed body changes what is signed, even a repeated one.
+        assert_ne!(sorted_params(b"A=1"), sorted_params(b"A=1&A=1"));
     }
 }
