@@ -411,7 +411,7 @@ mod tests {
     fn a_repeated_form_pair_is_signed() {
         let twilio = vectors().iter().position(|v| v.preset == "twilio").unwrap() as u8;
         let mut input = vec![twilio];
-        input.extend_from_slice(b"@sign\n\nA=1& &&& ");
+        input.extend_from_slice(b"@sign\n\nA=1& &");
         run(&input);
     }
 
