@@ -9,6 +9,8 @@ sample events (or this file) do:
 
   request_to_delivery/  every webhook event in events/, as it is
   retention_command/    every retention-*.json in events/, as it is, plus a few refusals
+  verify_providers/     each provider vector (src/verify/vectors.json) as it is, signed again
+                        with another body, at both sides of its clock, and each handshake
   verify_signature/     the signed samples' scheme, secrets, signature headers and exact body in
                         the target's text format (fuzz/src/verify_signature.rs), plus seeds for
                         what the samples do not show (generic HMAC in base64, ids from a JSON
@@ -57,6 +59,8 @@ def scheme_line(spec):
     kind = spec["kind"]
     if kind in ("stripe", "standard"):
         return "%s %d" % (kind, spec.get("tolerance_secs", 300))
+    if kind == "polar":
+        return "standard %d raw" % spec.get("tolerance_secs", 300)
     if kind == "github":
         return "github"
     if "id_header" in spec:
@@ -120,6 +124,10 @@ def sample_verify_seeds(sources):
     for stem, event in webhook_events():
         source = event_source(event)
         if source not in sources or stem == "wrong-method":
+            continue
+        # This target covers the four fixed kinds (and Polar's raw Standard Webhooks secret);
+        # the presets' kinds have their own target, verify_providers.
+        if sources[source]["kind"] not in ("stripe", "github", "standard", "hmac", "polar"):
             continue
         headers = [
             (k.lower(), v)
@@ -190,7 +198,7 @@ def synthetic_verify_seeds(samples):
             body=b'{"type":"user.created"}', secrets="svix", signs=["svix"],
         ),
         "ok-standard-not-json.txt": verify_seed(
-            "standard 0",
+            "standard 0 raw",
             headers=[("webhook-id", "msg_plain"), ("webhook-timestamp", "1767225690")],
             body=b"\x00\xffnot json", secrets="polar", signs=["polar first"],
         ),
@@ -247,6 +255,36 @@ def retention_seeds():
     return seeds
 
 
+def provider_seeds():
+    """verify_providers: each provider vector as it is, signed again with another body, at each
+    side of its clock, and with its signature header removed; plus each handshake's body under
+    the preset that answers it."""
+    with open(os.path.join(ROOT, "src", "verify", "vectors.json")) as f:
+        vectors = json.load(f)["vectors"]
+    seeds = {}
+    index = {}
+    for i, v in enumerate(vectors):
+        name = "%02d-%s" % (i, v["preset"])
+        index.setdefault(v["preset"], i)
+        pick = bytes([i])
+        seeds[name + ".bin"] = pick
+        seeds[name + "-resigned.bin"] = pick + b"@sign\n\n" + v["body"].encode()[::-1]
+        seeds[name + "-late.bin"] = pick + b"@now +3600"
+        seeds[name + "-early.bin"] = pick + b"@now -3600"
+    for preset, body, extra in [
+        ("slack", b'{"type":"url_verification","challenge":"c"}', b""),
+        ("slack", b"ssl_check=1&token=t", b"Content-Type: application/x-www-form-urlencoded\n"),
+        ("zoom", b'{"event":"endpoint.url_validation","payload":{"plainToken":"p"}}', b""),
+        ("twitch", b'{"challenge":"c"}', b"Twitch-Eventsub-Message-Type: webhook_callback_verification\n"),
+        ("twitch", b'{"subscription":{"type":"t","status":"s"}}', b"Twitch-Eventsub-Message-Type: revocation\n"),
+        ("discord", b'{"type":1}', b""),
+        ("meta", b"", b"@method GET\n@query hub.mode=subscribe&hub.challenge=1&hub.verify_token=hookclaim-meta-verify-token\n"),
+    ]:
+        seeds["handshake-%s-%d.bin" % (preset, len(seeds))] = (
+            bytes([index[preset]]) + extra + b"@sign\n\n" + body)
+    return seeds
+
+
 def all_seeds():
     sources = load_sources()
     samples = sample_verify_seeds(sources)
@@ -254,6 +292,7 @@ def all_seeds():
     verify.update(synthetic_verify_seeds(samples))
     return {
         "verify_signature": verify,
+        "verify_providers": provider_seeds(),
         "request_to_delivery": request_seeds(),
         "retention_command": retention_seeds(),
     }

@@ -74,6 +74,7 @@ import json
 import os
 import sys
 import time
+import urllib.parse
 
 FIXED_TIMESTAMP = 1767225600  # 2026-01-01T00:00:00Z
 REDELIVERY_DELAY_SECS = 60
@@ -85,6 +86,18 @@ SECRETS = {
     "polar": "polar_whs_hookclaim_test",
     "acme": "hookclaim-acme-test-secret",
 }
+# One source per preset, named after it; each signs with hookclaim-<preset>-test-secret.
+PRESET_SOURCES = ["slack", "shopify", "zoom", "paddle", "linear", "twitch", "discord", "gitlab",
+                  "bitbucket", "meta", "twilio", "square", "hubspot", "intercom", "clerk",
+                  "resend"]
+for _preset in PRESET_SOURCES:
+    SECRETS[_preset] = "hookclaim-%s-test-secret" % _preset
+SECRETS["clerk"] = "whsec_" + base64.b64encode(b"hookclaim-clerk-test-key").decode("ascii")
+SECRETS["resend"] = "whsec_" + base64.b64encode(b"hookclaim-resend-test-key").decode("ascii")
+# Discord verifies with the application's public key; this seed makes the key pair.
+DISCORD_SEED = hashlib.sha256(b"hookclaim-discord-test-seed").digest()
+META_VERIFY_TOKEN = "hookclaim-meta-verify-token"
+PUBLIC_BASE_URL = "https://hooks.example.com/webhooks/"
 # Listed first in env.local.json to exercise rotation; nothing is signed with it.
 GITHUB_NEXT_SECRET = "hookclaim-github-next-secret"
 
@@ -92,7 +105,7 @@ SOURCES = {
     "stripe": {"kind": "stripe", "tolerance_secs": 300},
     "github": {"kind": "github"},
     "svix": {"kind": "standard", "tolerance_secs": 300},
-    "polar": {"kind": "standard", "tolerance_secs": 300},
+    "polar": {"kind": "polar"},
     "acme": {
         "kind": "hmac",
         "signature_header": "X-Acme-Signature",
@@ -103,6 +116,11 @@ SOURCES = {
         "max_body_bytes": 262144,
     },
 }
+for _preset in PRESET_SOURCES:
+    SOURCES[_preset] = {"kind": _preset}
+for _preset in ["twilio", "square", "hubspot"]:
+    SOURCES[_preset]["public_url"] = PUBLIC_BASE_URL + _preset
+SOURCES["meta"]["verify_token"] = META_VERIFY_TOKEN
 
 LOCAL_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/hookclaim"
 
@@ -161,6 +179,84 @@ def standard_signature(source, msg_id, ts, body):
 
 def acme_signature(body):
     return "sha256=" + hmac_sha256(SECRETS["acme"].encode(), body).hex()
+
+
+# Ed25519 (RFC 8032), standard library only: Discord signs its interactions with it.
+_P = 2 ** 255 - 19
+_Q = 2 ** 252 + 27742317777372353535851937790883648493
+_D = -121665 * pow(121666, _P - 2, _P) % _P
+
+
+def _point_add(a, b):
+    x = (a[1] - a[0]) * (b[1] - b[0]) % _P
+    y = (a[1] + a[0]) * (b[1] + b[0]) % _P
+    c = 2 * a[3] * b[3] * _D % _P
+    d = 2 * a[2] * b[2] % _P
+    e, f, g, h = y - x, d - c, d + c, y + x
+    return (e * f, g * h, f * g, e * h)
+
+
+def _point_mul(s, pt):
+    q = (0, 1, 1, 0)
+    while s > 0:
+        if s & 1:
+            q = _point_add(q, pt)
+        pt = _point_add(pt, pt)
+        s >>= 1
+    return q
+
+
+def _recover_x(y, sign):
+    x2 = (y * y - 1) * pow(_D * y * y + 1, _P - 2, _P)
+    x = pow(x2, (_P + 3) // 8, _P)
+    if (x * x - x2) % _P != 0:
+        x = x * pow(2, (_P - 1) // 4, _P) % _P
+    if (x & 1) != sign:
+        x = _P - x
+    return x
+
+
+_GY = 4 * pow(5, _P - 2, _P) % _P
+_GX = _recover_x(_GY, 0)
+_G = (_GX, _GY, 1, _GX * _GY % _P)
+
+
+def _compress(pt):
+    zinv = pow(pt[2], _P - 2, _P)
+    x, y = pt[0] * zinv % _P, pt[1] * zinv % _P
+    return int.to_bytes(y | ((x & 1) << 255), 32, "little")
+
+
+def _expand(seed):
+    h = hashlib.sha512(seed).digest()
+    a = int.from_bytes(h[:32], "little")
+    a &= (1 << 254) - 8
+    a |= 1 << 254
+    return a, h[32:]
+
+
+def ed25519_public(seed):
+    return _compress(_point_mul(_expand(seed)[0], _G))
+
+
+def ed25519_sign(seed, message):
+    a, prefix = _expand(seed)
+    public = _compress(_point_mul(a, _G))
+    r = int.from_bytes(hashlib.sha512(prefix + message).digest(), "little") % _Q
+    big_r = _compress(_point_mul(r, _G))
+    h = int.from_bytes(hashlib.sha512(big_r + public + message).digest(), "little") % _Q
+    return big_r + int.to_bytes((r + h * a) % _Q, 32, "little")
+
+
+SECRETS["discord"] = ed25519_public(DISCORD_SEED).hex()
+
+
+def key(source):
+    return SECRETS[source].encode()
+
+
+def rfc3339(ts):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".123456789Z"
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,7 +430,8 @@ def trace_id(seed, ts):
 class Request:
     """One HTTP request as the sender makes it: canonical-case headers and the exact body bytes."""
 
-    def __init__(self, method, source, headers, body, source_ip):
+    def __init__(self, method, source, headers, body, source_ip, query=""):
+        self.query = query
         self.method = method
         self.source = source
         self.path = "/webhooks/" + source
@@ -371,13 +468,13 @@ class Request:
 def http_api_v2(req, ts, seed, base64_body=False):
     """API Gateway HTTP API, payload format 2.0 (`sam local generate-event apigateway http-api-proxy`)."""
     host = "%s.execute-api.%s.amazonaws.com" % (HTTP_API_ID, REGION)
-    route_key = "POST /webhooks/{source}"
+    route_key = "%s /webhooks/{source}" % req.method
     headers = {k.lower(): v for k, v in req.transport_headers(host, seed, ts)}
     event = {
         "version": "2.0",
         "routeKey": route_key,
         "rawPath": req.path,
-        "rawQueryString": "",
+        "rawQueryString": req.query,
         "headers": headers,
         "requestContext": {
             "accountId": ACCOUNT,
@@ -394,6 +491,8 @@ def http_api_v2(req, ts, seed, base64_body=False):
         },
         "pathParameters": {"source": req.source},
     }
+    if req.query:
+        event["queryStringParameters"] = dict(urllib.parse.parse_qsl(req.query))
     event.update(req.body_fields(base64_body))
     return event
 
@@ -457,7 +556,7 @@ def function_url(req, ts, seed, base64_body=False):
         "version": "2.0",
         "routeKey": "$default",
         "rawPath": req.path,
-        "rawQueryString": "",
+        "rawQueryString": req.query,
         "headers": headers,
         "requestContext": {
             "accountId": "anonymous",
@@ -473,6 +572,8 @@ def function_url(req, ts, seed, base64_body=False):
             "timeEpoch": ts * 1000,
         },
     }
+    if req.query:
+        event["queryStringParameters"] = dict(urllib.parse.parse_qsl(req.query))
     event.update(req.body_fields(base64_body))
     return event
 
@@ -555,6 +656,216 @@ def acme_request(body):
     ], body, "203.0.113.50")
 
 
+def signed_request(source, headers, body, ip_suffix, query=""):
+    return Request("POST", source, [("Content-Type", "application/json")] + headers, body,
+                   "203.0.113.%d" % ip_suffix, query)
+
+
+def hmac_hex(source, message, digest=hashlib.sha256):
+    return hmac.new(key(source), message, digest).hexdigest()
+
+
+def hmac_b64(source, message, digest=hashlib.sha256):
+    return base64.b64encode(hmac.new(key(source), message, digest).digest()).decode()
+
+
+def preset_samples(ts):
+    """(file, expected, request, handshake) for every preset; `handshake` is what the provider
+    must get back exactly: (status, content type or None, body)."""
+    out = []
+
+    def add(name, expected, req, handshake=None):
+        out.append((name, expected, req, handshake))
+
+    # Slack: an Events API event, then its two handshakes.
+    body = dumps_compact({"token": "XXYYZZ", "team_id": "T0HOOKCLAIM", "type": "event_callback",
+                          "event": {"type": "app_mention", "user": "U0001", "text": "hi",
+                                    "channel": "C0001"},
+                          "event_id": "Ev0HOOKCLAIMSAMPLE1", "event_time": FIXED_TIMESTAMP})
+    slack = lambda b: [("X-Slack-Request-Timestamp", str(ts)),  # noqa: E731
+                       ("X-Slack-Signature", "v0=" + hmac_hex("slack", b"v0:%d:" % ts + b))]
+    add("slack.json", "200 new delivery, done", signed_request("slack", slack(body), body, 60))
+    challenge = "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
+    body = dumps_compact({"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "challenge": challenge,
+                          "type": "url_verification"})
+    add("slack-url-verification.json", "200 handshake: the challenge, as text/plain",
+        signed_request("slack", slack(body), body, 60), (200, "text/plain", challenge))
+    body = b"ssl_check=1&token=Jhj5dZrVaK7ZwHHjRyZWjbDl"
+    add("slack-ssl-check.json", "200 handshake: empty",
+        Request("POST", "slack", [("Content-Type", "application/x-www-form-urlencoded")], body,
+                "203.0.113.60"), (200, None, ""))
+
+    # Shopify.
+    body = dumps_compact({"id": 820982911946154508, "email": "jon@example.com",
+                          "total_price": "49.00"})
+    add("shopify.json", "200 new delivery, done", signed_request("shopify", [
+        ("X-Shopify-Hmac-Sha256", hmac_b64("shopify", body)),
+        ("X-Shopify-Topic", "orders/create"),
+        ("X-Shopify-Webhook-Id", "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"),
+        ("X-Shopify-Shop-Domain", "hookclaim.myshopify.com")], body, 61))
+
+    # Zoom: an event, then the URL validation.
+    zoom = lambda b: [("x-zm-request-timestamp", str(ts)),  # noqa: E731
+                      ("x-zm-signature", "v0=" + hmac_hex("zoom", b"v0:%d:" % ts + b))]
+    body = dumps_compact({"event": "meeting.started", "event_ts": FIXED_TIMESTAMP * 1000 + 123,
+                          "payload": {"account_id": "AAAAAABBBB",
+                                      "object": {"id": "1234567890", "topic": "hookclaim"}}})
+    add("zoom.json", "200 new delivery, done", signed_request("zoom", zoom(body), body, 62))
+    plain = "qgg8vlvZRS6UYooatFL8Aw"
+    body = dumps_compact({"payload": {"plainToken": plain}, "event_ts": FIXED_TIMESTAMP * 1000,
+                          "event": "endpoint.url_validation"})
+    add("zoom-url-validation.json", "200 handshake: plainToken and its HMAC, as JSON",
+        signed_request("zoom", zoom(body), body, 62),
+        (200, "application/json", json.dumps({
+            "plainToken": plain,
+            "encryptedToken": hmac_hex("zoom", plain.encode())}, separators=(",", ":"))))
+
+    # Paddle.
+    body = dumps_compact({"event_id": "evt_01hookclaimsample00000001",
+                          "event_type": "transaction.completed",
+                          "occurred_at": "2026-01-01T00:00:00.000000Z",
+                          "data": {"id": "txn_01hookclaim", "status": "completed"}})
+    add("paddle.json", "200 new delivery, done", signed_request("paddle", [
+        ("Paddle-Signature", "ts=%d;h1=%s" % (ts, hmac_hex("paddle", b"%d:" % ts + body)))],
+        body, 63))
+
+    # Linear: the timestamp is in the signed body.
+    body = dumps_compact({"action": "create", "type": "Issue",
+                          "data": {"id": "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9"},
+                          "webhookTimestamp": ts * 1000,
+                          "webhookId": "000042e3-d123-4980-b49f-8e140eef9329"})
+    add("linear.json", "200 new delivery, done", signed_request("linear", [
+        ("Linear-Signature", hmac_hex("linear", body)),
+        ("Linear-Delivery", "234d1a4e-b617-4388-90fe-adc3633d6b72"),
+        ("Linear-Event", "Issue")], body, 64))
+
+    # Twitch: a notification, the callback verification, a revocation.
+    def twitch(kind, msg_id, b):
+        stamp = rfc3339(ts)
+        return [("Twitch-Eventsub-Message-Id", msg_id), ("Twitch-Eventsub-Message-Retry", "0"),
+                ("Twitch-Eventsub-Message-Type", kind),
+                ("Twitch-Eventsub-Message-Signature",
+                 "sha256=" + hmac_hex("twitch", msg_id.encode() + stamp.encode() + b)),
+                ("Twitch-Eventsub-Message-Timestamp", stamp),
+                ("Twitch-Eventsub-Subscription-Type", "channel.follow"),
+                ("Twitch-Eventsub-Subscription-Version", "2")]
+    sub = {"id": "f1c2a387-161a-49f9-a165-0f21d7a4e1c4", "status": "enabled",
+           "type": "channel.follow", "version": "2", "condition": {"broadcaster_user_id": "1337"}}
+    body = dumps_compact({"subscription": sub, "event": {"user_id": "1234",
+                                                         "broadcaster_user_id": "1337"}})
+    add("twitch.json", "200 new delivery, done", signed_request(
+        "twitch", twitch("notification", "befa7b53-d79d-478f-86b9-120f112b044e", body), body, 65))
+    challenge = "pogchamp-kappa-360noscope-vohiyo"
+    body = dumps_compact({"challenge": challenge, "subscription": dict(sub, status=
+                          "webhook_callback_verification_pending")})
+    add("twitch-verification.json", "200 handshake: the challenge, as text/plain",
+        signed_request("twitch", twitch("webhook_callback_verification",
+                                        "e76c6bd4-55c9-4987-8304-da1588d8988b", body), body, 65),
+        (200, "text/plain", challenge))
+    body = dumps_compact({"subscription": dict(sub, status="authorization_revoked")})
+    add("twitch-revocation.json", "204 handshake: revocation logged and counted",
+        signed_request("twitch", twitch("revocation", "84c1e79a-2a4b-4c13-ba0b-4312293e9308",
+                                        body), body, 65), (204, None, ""))
+
+    # Discord: an interaction, then the PING.
+    def discord(b):
+        return [("X-Signature-Ed25519", ed25519_sign(DISCORD_SEED, str(ts).encode() + b).hex()),
+                ("X-Signature-Timestamp", str(ts))]
+    body = dumps_compact({"type": 2, "id": "1336789012345678901",
+                          "application_id": "1234567890123456789", "token": "aW50ZXJhY3Rpb24",
+                          "version": 1, "data": {"id": "1000", "name": "hello", "type": 1}})
+    add("discord.json", "200 new delivery, done", signed_request("discord", discord(body), body, 66))
+    body = dumps_compact({"type": 1, "id": "1336789012345678900",
+                          "application_id": "1234567890123456789", "token": "cGluZw", "version": 1})
+    add("discord-ping.json", "200 handshake: type 1 (PONG), as JSON",
+        signed_request("discord", discord(body), body, 66),
+        (200, "application/json", '{"type":1}'))
+
+    # GitLab: a token; then a delivery whose id header is not ASCII.
+    body = dumps_compact({"object_kind": "push", "ref": "refs/heads/main"})
+    gitlab = [("X-Gitlab-Token", SECRETS["gitlab"]), ("X-Gitlab-Event", "Push Hook")]
+    add("gitlab.json", "200 new delivery, done", signed_request("gitlab", gitlab + [
+        ("X-Gitlab-Event-UUID", "13792a34-cac6-4fda-95a8-c58e00a3954e"),
+        ("Idempotency-Key", "f5e5f7f0-0b5e-4b4a-8d5f-4b7e3f9c2a10")], body, 67))
+    add("gitlab-non-ascii-id.json", "400 delivery id header is not ASCII (reason in the body)",
+        signed_request("gitlab", gitlab + [("Idempotency-Key", "clé-%d" % 1)], body, 67))
+
+    # Bitbucket.
+    body = dumps_compact({"push": {"changes": []}, "repository": {"full_name": "hookclaim/demo"}})
+    add("bitbucket.json", "200 new delivery, done", signed_request("bitbucket", [
+        ("X-Hub-Signature", "sha256=" + hmac_hex("bitbucket", body)),
+        ("X-Event-Key", "repo:push"), ("X-Request-UUID", "d4c7a7d3-8b5f-4c51-9ab2-0f7f3c1b4e55"),
+        ("X-Attempt-Number", "1")], body, 68))
+
+    # Meta: a WhatsApp notification, then the subscription GET (right and wrong token).
+    body = dumps_compact({"object": "whatsapp_business_account", "entry": [
+        {"id": "102290129340398", "changes": [{"field": "messages", "value": {
+            "messages": [{"id": "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQUFERTI", "type": "text",
+                          "text": {"body": "hello"}}]}}]}]})
+    add("meta.json", "200 new delivery, done", signed_request("meta", [
+        ("X-Hub-Signature-256", "sha256=" + hmac_hex("meta", body))], body, 69))
+    for name, token, expected, answer in [
+        ("meta-subscribe.json", META_VERIFY_TOKEN, "200 handshake: hub.challenge, as text/plain",
+         (200, "text/plain", "1158201444")),
+        ("meta-subscribe-wrong-token.json", "not-the-token", "403 handshake refused",
+         (403, "application/json",
+          '{"error":"verify token does not match","status":"forbidden"}')),
+    ]:
+        query = urllib.parse.urlencode({"hub.mode": "subscribe", "hub.challenge": "1158201444",
+                                        "hub.verify_token": token})
+        add(name, expected, Request("GET", "meta", [("User-Agent", "facebookplatform/1.0")],
+                                    None, "203.0.113.69", query), answer)
+
+    # Twilio: form parameters signed with the public URL.
+    params = [("AccountSid", "ACXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"), ("Body", "Hello from Zoë"),
+              ("From", "+15017250604"), ("MessageSid", "SM1234567890abcdef1234567890abcdef"),
+              ("To", "+15558675310")]
+    signed = PUBLIC_BASE_URL + "twilio" + "".join(k + v for k, v in sorted(params))
+    body = urllib.parse.urlencode(params).encode()
+    add("twilio.json", "200 new delivery, done", Request("POST", "twilio", [
+        ("Content-Type", "application/x-www-form-urlencoded"),
+        ("X-Twilio-Signature", hmac_b64("twilio", signed.encode(), hashlib.sha1)),
+        ("I-Twilio-Idempotency-Token", "0d8f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b")], body,
+        "203.0.113.70"))
+
+    # Square: the notification URL and the body.
+    body = dumps_compact({"merchant_id": "6SSW7HV8K2ST5", "type": "payment.updated",
+                          "event_id": "13b867cf-db3d-4b1c-90b6-2f32a9d78124",
+                          "data": {"type": "payment", "id": "KkAkhdMsgzn59SM8A89WgKwekxLZY"}})
+    add("square.json", "200 new delivery, done", signed_request("square", [
+        ("X-Square-HmacSha256-Signature",
+         hmac_b64("square", (PUBLIC_BASE_URL + "square").encode() + body))], body, 71))
+
+    # HubSpot v3: method, URL, body, timestamp (ms).
+    body = dumps_compact([{"eventId": 1937291839, "subscriptionId": 2507, "portalId": 62515,
+                           "appId": 1160452, "occurredAt": FIXED_TIMESTAMP * 1000 - 2000,
+                           "subscriptionType": "contact.propertyChange", "attemptNumber": 0,
+                           "objectId": 123, "propertyName": "firstname", "propertyValue": "Zoë"}])
+    ms = str(ts * 1000)
+    add("hubspot.json", "200 new delivery, done", signed_request("hubspot", [
+        ("X-HubSpot-Request-Timestamp", ms),
+        ("X-HubSpot-Signature-v3", hmac_b64("hubspot", b"POST" + (PUBLIC_BASE_URL + "hubspot")
+                                            .encode() + body + ms.encode()))], body, 72))
+
+    # Intercom: HMAC-SHA1.
+    body = dumps_compact({"type": "notification_event", "id": "notif_hookclaim_0001",
+                          "topic": "conversation.user.created", "delivery_attempts": 1,
+                          "data": {"item": {"type": "conversation", "id": "1"}}})
+    add("intercom.json", "200 new delivery, done", signed_request("intercom", [
+        ("X-Hub-Signature", "sha1=" + hmac_hex("intercom", body, hashlib.sha1))], body, 73))
+
+    # Clerk and Resend: Svix, with the svix- header spelling.
+    for source, msg_id, event_type in [("clerk", "msg_2hookclaimClerkSample01", "user.created"),
+                                       ("resend", "msg_2hookclaimResendSample1", "email.sent")]:
+        body = dumps_compact({"type": event_type, "data": {"id": "%s_sample_1" % source}})
+        sig = base64.b64encode(hmac_sha256(standard_key(SECRETS[source]),
+                                           b"%s.%d." % (msg_id.encode(), ts) + body)).decode()
+        add("%s.json" % source, "200 new delivery, done", signed_request(source, [
+            ("svix-id", msg_id), ("svix-timestamp", str(ts)), ("svix-signature", "v1," + sig)],
+            body, 74))
+    return out
+
+
 def tampered(req, body):
     """The same request (headers and signature untouched) with another body."""
     return Request(req.method, req.source, list(req.headers), body, req.source_ip)
@@ -562,6 +873,10 @@ def tampered(req, body):
 
 # --------------------------------------------------------------------------------------------
 # The catalogue: (file, function, expected, event). Order = the order to send them in.
+
+
+# Handshake events: the exact answer each provider needs (filled in by `build`).
+HANDSHAKES = {}
 
 
 def build(base_ts):
@@ -620,6 +935,16 @@ def build(base_ts):
         http_api_v2(acme_request(body), t1, "acme-redelivery"))
     add("acme-tampered.json", "webhook", "401 bad signature",
         http_api_v2(tampered(acme_request(body), acme_body(amount=1)), t0, "acme-tampered"))
+
+    # presets, signed at the redelivery time (Linear allows only 60 s), and their handshakes
+    for name, expected, req, answer in preset_samples(t1):
+        if req.method == "GET":
+            event = function_url(req, t1, name)
+        else:
+            event = http_api_v2(req, t1, name)
+        add(name, "webhook", expected, event)
+        if answer is not None:
+            HANDSHAKES[name] = {"status": answer[0], "content_type": answer[1], "body": answer[2]}
 
     # other envelopes, each a new delivery
     body = stripe_body(STRIPE_REST_EVENT_ID, 2, "ord_1002")
@@ -713,6 +1038,9 @@ def main():
 
     if args.manifest:
         rows = [{"file": n, "function": f, "expected": e} for n, f, e, _ in catalogue]
+        for row in rows:
+            if row["file"] in HANDSHAKES:
+                row["handshake"] = HANDSHAKES[row["file"]]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return 0
     if args.dotenv:

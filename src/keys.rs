@@ -13,7 +13,6 @@ use tokio::sync::{Mutex, RwLock};
 use crate::aws::Aws;
 use crate::config::{SecretsFrom, Source};
 use crate::secret::{Secret, SecretError, SecretsDocument};
-use crate::verify::Scheme;
 
 /// Secrets by source name, ready for verification. A source whose secret is unusable is kept
 /// apart, so it alone is disabled and every other source keeps verifying.
@@ -30,10 +29,10 @@ impl Keyring {
     pub fn build(sources: &BTreeMap<String, Source>, doc: &SecretsDocument) -> Self {
         let mut ring = Keyring::default();
         for (name, source) in sources {
-            let standard = matches!(source.scheme, Scheme::Standard { .. });
+            let format = source.scheme.secret_format();
             let parsed = doc.0.get(name).map_or(Ok(Vec::new()), |list| {
                 list.iter()
-                    .map(|s| Secret::parse(s, standard))
+                    .map(|s| Secret::parse(s, format))
                     .collect::<Result<Vec<_>, _>>()
             });
             match parsed {

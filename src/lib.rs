@@ -54,6 +54,7 @@ macro_rules! internal_modules {
 }
 
 pub mod config;
+pub mod handshake;
 pub mod verify;
 
 internal_modules!(
@@ -86,7 +87,7 @@ pub use licence::Licences;
 pub use processor::{
     idempotency_key, BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly,
 };
-pub use secret::Secret;
+pub use secret::{Secret, SecretFormat};
 pub use shipped::Shipped;
 pub use work::{Queued, Work};
 

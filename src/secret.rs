@@ -7,42 +7,94 @@ use std::fmt;
 
 use base64::Engine as _;
 
-/// One signing key. `Debug` and `Display` print `[redacted]`, so a secret cannot reach a log or
-/// an error message by accident.
+/// One signing key: an HMAC secret (or static token), or an Ed25519 public key. `Debug` and
+/// `Display` print `[redacted]`, so a secret cannot reach a log or an error message by accident.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Vec<u8>);
+pub struct Secret {
+    bytes: Vec<u8>,
+    public_key: bool,
+}
+
+/// How a scheme's secrets are written in configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretFormat {
+    /// The string's bytes are the key (Stripe, GitHub, generic HMAC, most presets, Polar).
+    Raw,
+    /// The Standard Webhooks specification: base64, with or without the `whsec_` prefix,
+    /// padded or not; `whpk_` followed by base64 is an Ed25519 public key for `v1a`.
+    StandardWebhooks,
+    /// An Ed25519 public key as 64 hex digits (Discord's application public key).
+    Ed25519Hex,
+}
 
 impl Secret {
-    /// A secret used as the exact bytes given (Stripe, GitHub, generic HMAC, Polar).
+    /// A secret used as the exact bytes given.
     pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Self {
-        Secret(bytes.into())
+        Secret {
+            bytes: bytes.into(),
+            public_key: false,
+        }
     }
 
-    /// A secret as written in configuration. For Standard Webhooks, a `whsec_` prefix means the
-    /// rest is base64 and the key is the decoded bytes; any other string is used as raw bytes.
-    /// For the other kinds the string's bytes are the key.
-    pub fn parse(text: &str, standard_webhooks: bool) -> Result<Self, SecretError> {
-        if standard_webhooks {
-            if let Some(b64) = text.strip_prefix("whsec_") {
-                let key = base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|_| SecretError::InvalidWhsec)?;
-                if key.is_empty() {
-                    return Err(SecretError::Empty);
-                }
-                return Ok(Secret(key));
-            }
+    /// An Ed25519 public key (32 bytes; anything else never verifies).
+    pub fn ed25519_public_key(bytes: impl Into<Vec<u8>>) -> Self {
+        Secret {
+            bytes: bytes.into(),
+            public_key: true,
         }
+    }
+
+    /// A secret as written in configuration, read as `format` says.
+    pub fn parse(text: &str, format: SecretFormat) -> Result<Self, SecretError> {
         if text.is_empty() {
             return Err(SecretError::Empty);
         }
-        Ok(Secret(text.as_bytes().to_vec()))
+        let secret = match format {
+            SecretFormat::Raw => Secret::from_bytes(text.as_bytes()),
+            SecretFormat::StandardWebhooks => match text.strip_prefix("whpk_") {
+                Some(b64) => {
+                    let key = decode_base64(b64).ok_or(SecretError::InvalidBase64)?;
+                    if key.len() != 32 {
+                        return Err(SecretError::InvalidPublicKey);
+                    }
+                    Secret::ed25519_public_key(key)
+                }
+                None => Secret::from_bytes(
+                    decode_base64(text.strip_prefix("whsec_").unwrap_or(text))
+                        .ok_or(SecretError::InvalidBase64)?,
+                ),
+            },
+            SecretFormat::Ed25519Hex => {
+                let key = hex::decode(text).map_err(|_| SecretError::InvalidPublicKey)?;
+                if key.len() != 32 {
+                    return Err(SecretError::InvalidPublicKey);
+                }
+                Secret::ed25519_public_key(key)
+            }
+        };
+        if secret.bytes.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        Ok(secret)
     }
 
-    /// The key bytes, for the HMAC only.
+    /// The key bytes, for the MAC or the signature check only.
     pub fn expose(&self) -> &[u8] {
-        &self.0
+        &self.bytes
     }
+
+    /// Whether this is an Ed25519 public key rather than a shared secret.
+    pub fn is_public_key(&self) -> bool {
+        self.public_key
+    }
+}
+
+/// Standard base64, padded or not (the Standard Webhooks specification allows both).
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(text))
+        .ok()
 }
 
 impl fmt::Debug for Secret {
@@ -63,9 +115,12 @@ pub enum SecretError {
     /// An empty string can never be a key.
     #[error("secret is empty")]
     Empty,
-    /// `whsec_` was followed by something that is not base64.
-    #[error("secret starts with whsec_ but the rest is not valid base64")]
-    InvalidWhsec,
+    /// A Standard Webhooks secret that is not base64 (after an optional `whsec_` or `whpk_`).
+    #[error("secret is not base64 (with or without whsec_), as Standard Webhooks secrets are")]
+    InvalidBase64,
+    /// An Ed25519 public key that is not 32 bytes in the expected encoding.
+    #[error("public key is not 32 bytes (64 hex digits, or whpk_ and base64)")]
+    InvalidPublicKey,
     /// The document is not `{"source": "secret" | ["newest", "older", ...]}`.
     #[error(
         "secrets document is not a JSON object of source name to a secret or a list of secrets"
@@ -114,19 +169,38 @@ mod tests {
     }
 
     #[test]
-    fn whsec_prefix_is_base64_decoded_only_for_standard_webhooks() {
-        let s = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true).unwrap();
-        assert_eq!(s.expose().len(), 24);
-        let raw = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", false).unwrap();
-        assert_eq!(raw.expose(), b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+    fn each_format_reads_secrets_as_its_scheme_says() {
+        let sw = SecretFormat::StandardWebhooks;
+        let key = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", sw).unwrap();
+        assert_eq!(key.expose().len(), 24);
+        assert!(!key.is_public_key());
+        // Without the prefix, and without padding, the same key.
+        assert_eq!(Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", sw), Ok(key.clone()));
         assert_eq!(
-            Secret::parse("whsec_***", true),
-            Err(SecretError::InvalidWhsec)
+            Secret::parse("whsec_aG9va2NsYWltLXN0YW5kYXJkLXRlc3Qta2V5", sw).unwrap().expose(),
+            b"hookclaim-standard-test-key"
         );
-        assert_eq!(Secret::parse("", false), Err(SecretError::Empty));
+        // Padded or not, prefixed or not: the same key.
+        for text in ["YWJjZA==", "YWJjZA", "whsec_YWJjZA", "whsec_YWJjZA=="] {
+            assert_eq!(Secret::parse(text, sw).unwrap().expose(), b"abcd", "{text}");
+        }
+        let raw = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SecretFormat::Raw);
+        assert_eq!(raw.unwrap().expose(), b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        assert_eq!(Secret::parse("whsec_***", sw), Err(SecretError::InvalidBase64));
+        assert_eq!(Secret::parse("polar_raw", sw), Err(SecretError::InvalidBase64));
+        assert_eq!(Secret::parse("whsec_", sw), Err(SecretError::Empty));
+        assert_eq!(Secret::parse("", SecretFormat::Raw), Err(SecretError::Empty));
+        let public = Secret::parse(&format!("whpk_{}", "A".repeat(43)), sw).unwrap();
+        assert!(public.is_public_key());
         assert_eq!(
-            Secret::parse("polar_raw", true).unwrap().expose(),
-            b"polar_raw"
+            Secret::parse("whpk_AAAA", sw),
+            Err(SecretError::InvalidPublicKey)
+        );
+        let discord = Secret::parse(&"ab".repeat(32), SecretFormat::Ed25519Hex).unwrap();
+        assert!(discord.is_public_key());
+        assert_eq!(
+            Secret::parse("abcd", SecretFormat::Ed25519Hex),
+            Err(SecretError::InvalidPublicKey)
         );
     }
 

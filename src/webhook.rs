@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, RetryPolicy, Source};
 use crate::db::{Database, DbError};
+use crate::handshake::{self, Challenge, Handshake};
 use crate::invocation;
 use crate::keys::{Keyring, Keys, KeysError};
 use crate::observe::{self, DeliveryRecord};
@@ -20,7 +21,7 @@ use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
 use crate::store::{self, Claim, Claimant, NewDelivery};
-use crate::verify::{self, Scheme, Verified, VerifyError};
+use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 
 /// Headers kept with every delivery when present, besides each scheme's own.
 const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
@@ -40,7 +41,7 @@ pub struct Webhook<P> {
 /// Why a request is refused before (or instead of) processing, with its status.
 #[derive(Debug, thiserror::Error)]
 pub enum Rejection {
-    /// Only POST is accepted.
+    /// Only POST is accepted (and GET for a Meta source's subscription handshake).
     #[error("method not allowed")]
     MethodNotAllowed,
     /// The `{source}` segment names no configured source.
@@ -113,11 +114,14 @@ pub enum Answer {
     Failed(Duration),
     /// Processing failed permanently; the sender must stop (200).
     Dead,
+    /// A provider's handshake, answered exactly as the provider requires; nothing is stored.
+    Handshake(handshake::Response),
 }
 
 impl Answer {
     fn status(&self) -> StatusCode {
         match self {
+            Answer::Handshake(r) => StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK),
             Answer::Processed | Answer::Duplicate | Answer::Dead => StatusCode::OK,
             Answer::InProgress => StatusCode::ACCEPTED,
             Answer::RetryLater(_) | Answer::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -132,6 +136,7 @@ impl Answer {
             Answer::RetryLater(_) => "retry_later",
             Answer::Failed(_) => "failed",
             Answer::Dead => "dead",
+            Answer::Handshake(r) => r.outcome,
         }
     }
 
@@ -247,7 +252,25 @@ impl<P: Processor> Webhook<P> {
         facts: &mut Facts,
     ) -> Result<Answer, Rejection> {
         let (source, body) = route(&self.sources, source_name, req)?;
-        let verified = self.verify(source, req.headers(), body).await?;
+        let query = req.uri().query().unwrap_or_default();
+        let incoming = Incoming {
+            method: req.method().as_str(),
+            query,
+            headers: req.headers(),
+            body,
+        };
+        let challenge = source
+            .handshake
+            .as_ref()
+            .and_then(|h| handshake::detect(h, &incoming));
+        if let (Some(challenge), Some(shake)) = (challenge, &source.handshake) {
+            return self.answer_handshake(source, shake, &challenge, &incoming, facts).await;
+        }
+        // GET passes routing only for a Meta source's subscription handshake.
+        if req.method() != Method::POST {
+            return Err(Rejection::MethodNotAllowed);
+        }
+        let verified = self.verify(source, &incoming).await?;
         facts.delivery_id = Some(verified.delivery_id.clone());
         facts.event_type = verified.event_type.clone();
 
@@ -304,16 +327,11 @@ impl<P: Processor> Webhook<P> {
     /// Verifies with the cached secrets; if that fails on the signature alone (or the source's
     /// secret is missing or unusable), refreshes the secrets (rate-limited) once and tries again,
     /// so a rotation or a fixed secret is picked up without a redeploy.
-    async fn verify(
-        &self,
-        source: &Source,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Result<Verified, Rejection> {
+    async fn verify(&self, source: &Source, req: &Incoming<'_>) -> Result<Verified, Rejection> {
         let now = unix_secs((self.clock)());
         let attempt = |ring: &Keyring| -> Result<Verified, Rejection> {
             let secrets = ring.for_source(&source.name)?;
-            Ok(verify::verify(&source.scheme, secrets, headers, body, now)?)
+            Ok(verify::verify_request(&source.scheme, secrets, req, now)?)
         };
         let first = attempt(&*self.keys.current().await?);
         let worth_a_refresh = matches!(
@@ -329,6 +347,50 @@ impl<P: Processor> Webhook<P> {
             Some(fresh) => attempt(&fresh),
             None => first,
         }
+    }
+
+    /// Answers a provider's handshake: authenticated first where the provider signs it (the
+    /// same secrets and refresh as a delivery), never claimed or stored. A Twitch revocation is
+    /// logged as a warning and counted under its own outcome.
+    async fn answer_handshake(
+        &self,
+        source: &Source,
+        shake: &Handshake,
+        challenge: &Challenge,
+        req: &Incoming<'_>,
+        facts: &mut Facts,
+    ) -> Result<Answer, Rejection> {
+        facts.event_type = Some(challenge.name().to_owned());
+        if challenge.needs_signature() {
+            match self.verify(source, req).await {
+                // A challenge carries no delivery id: being signed is what counts.
+                Ok(_) => {}
+                Err(Rejection::Unverified(e)) if !e.is_unauthorized() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let ring = self.keys.current().await?;
+        let response = handshake::answer(challenge, shake, ring.for_source(&source.name)?);
+        if let Challenge::TwitchRevocation {
+            subscription_type,
+            reason,
+        } = challenge
+        {
+            tracing::warn!(
+                source = %source.name,
+                subscription_type = subscription_type.as_deref().unwrap_or("unknown"),
+                reason = reason.as_deref().unwrap_or("unknown"),
+                "Twitch revoked an EventSub subscription: no more events will come for it"
+            );
+            facts.reason = Some(format!(
+                "subscription revoked: {}",
+                reason.as_deref().unwrap_or("unknown")
+            ));
+        }
+        if response.outcome == "handshake_refused" {
+            facts.reason = Some("verify token does not match".into());
+        }
+        Ok(Answer::Handshake(response))
     }
 
     /// The lease: the invocation's remaining time plus the margin, so the claim can be taken
@@ -386,10 +448,20 @@ pub fn route<'r>(
     source_name: &str,
     req: &'r Request,
 ) -> Result<(&'r Source, &'r [u8]), Rejection> {
-    if req.method() != Method::POST {
+    let get = req.method() == Method::GET;
+    if req.method() != Method::POST && !get {
         return Err(Rejection::MethodNotAllowed);
     }
-    let source = sources.get(source_name).ok_or(Rejection::UnknownSource)?;
+    let source = sources.get(source_name).ok_or(if get {
+        Rejection::MethodNotAllowed
+    } else {
+        Rejection::UnknownSource
+    })?;
+    // Only a Meta source answers a GET (its subscription handshake; anything else is refused
+    // once the handshake is ruled out).
+    if get && !matches!(source.handshake, Some(Handshake::Meta { .. })) {
+        return Err(Rejection::MethodNotAllowed);
+    }
     let body: &[u8] = req.body().as_ref();
     if body.len() > source.max_body_bytes {
         return Err(Rejection::TooLarge);
@@ -444,6 +516,17 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> 
 }
 
 fn answer_response(answer: &Answer, facts: &Facts) -> Response<Body> {
+    if let Answer::Handshake(r) = answer {
+        let mut resp = Response::new(Body::Text(r.body.clone()));
+        *resp.status_mut() = answer.status();
+        if let Some(content_type) = r.content_type {
+            resp.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static(content_type),
+            );
+        }
+        return resp;
+    }
     let mut resp = json_response(
         answer.status(),
         json!({"status": answer.outcome(), "delivery_id": facts.delivery_id}),

@@ -168,3 +168,107 @@ async fn every_sample_event_gets_its_expected_status_through_the_emulator() {
     assert!(emu.is_running("retention"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every provider handshake in the samples, through the compiled function under the emulator:
+/// the exact status, content type and body each provider requires, nothing stored, and the
+/// Twitch revocation logged and counted under its own outcome. Also the delivery whose id
+/// header is not ASCII: refused with its reason.
+#[tokio::test]
+async fn every_handshake_gets_the_exact_answer_its_provider_requires() {
+    let db = TestDb::empty().await;
+    let mut env = support::local_env();
+    env.insert("DATABASE_URL".into(), db.url.clone());
+    let (dir, manifest) = fresh_events();
+
+    let mut emu = Emulator::start();
+    emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &env);
+
+    let mut handshakes = 0;
+    for entry in manifest.iter().filter(|e| e.get("handshake").is_some()) {
+        let file = entry["file"].as_str().unwrap();
+        let want = &entry["handshake"];
+        let answer = emu.invoke("webhook", &dir.join(file));
+        let status = answer["statusCode"].as_u64().unwrap_or(0);
+        let content_type = answer["headers"]["content-type"].as_str();
+        let body = answer["body"].as_str().unwrap_or_default();
+        println!("{file:34} {status} {content_type:?} {body}");
+        assert_eq!(status, want["status"].as_u64().unwrap(), "{file}: {answer}");
+        assert_eq!(
+            content_type,
+            want["content_type"].as_str(),
+            "{file}: {answer}"
+        );
+        if want["content_type"] == "application/json" {
+            let got: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
+            let expected: serde_json::Value =
+                serde_json::from_str(want["body"].as_str().unwrap()).unwrap();
+            assert_eq!(got, expected, "{file}");
+        } else {
+            assert_eq!(body, want["body"].as_str().unwrap(), "{file}");
+        }
+        handshakes += 1;
+    }
+    assert_eq!(
+        handshakes, 8,
+        "every provider's handshake is in the samples"
+    );
+
+    // Meta's GET over plain HTTP to the function URL too, and a GET that is no handshake.
+    let (status, body) = emu.http(
+        "GET",
+        "/lambda-url/webhook/webhooks/meta?hub.mode=subscribe&hub.challenge=42&hub.verify_token=hookclaim-meta-verify-token",
+        &[],
+        b"",
+    );
+    assert_eq!((status, body.as_str()), (200, "42"));
+    let (status, _) = emu.http("GET", "/lambda-url/webhook/webhooks/meta", &[], b"");
+    assert_eq!(status, 405, "GET is for the subscription handshake alone");
+    let (status, _) = emu.http(
+        "GET",
+        "/lambda-url/webhook/webhooks/slack?hub.mode=subscribe",
+        &[],
+        b"",
+    );
+    assert_eq!(status, 405, "and only for Meta sources");
+
+    // A signed delivery whose id header is not ASCII: 400, with the reason.
+    let answer = emu.invoke("webhook", &dir.join("gitlab-non-ascii-id.json"));
+    assert_eq!(answer["statusCode"], 400, "{answer}");
+    let body: serde_json::Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["status"], "bad_request", "{answer}");
+    assert_eq!(
+        body["error"], "delivery id header idempotency-key is not visible ASCII",
+        "{answer}"
+    );
+
+    // Handshakes are never stored as deliveries.
+    let c = db.client().await;
+    let stored: i64 = c
+        .query_one("SELECT count(*) FROM hookclaim_deliveries", &[])
+        .await
+        .map(|r| r.get(0))
+        .unwrap_or(0);
+    assert_eq!(stored, 0, "nothing stored for handshakes");
+
+    // One log line (and EMF count) per handshake; the revocation under `revoked`, with a warning.
+    let logs = emu.logs("webhook");
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let outcome = |o: &str| {
+        lines
+            .iter()
+            .filter(|v| v["message"] == "delivery" && v["outcome"] == o)
+            .count()
+    };
+    assert_eq!(outcome("handshake"), 6 + 1, "{logs}");
+    assert_eq!(outcome("handshake_refused"), 1, "{logs}");
+    assert_eq!(outcome("revoked"), 1, "{logs}");
+    assert!(
+        logs.contains("Twitch revoked an EventSub subscription"),
+        "{logs}"
+    );
+    println!("{logs}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -770,3 +770,71 @@ async fn prepared_statements_that_vanish_from_the_connection_are_run_again_and_p
     }
     assert_eq!(hook.database().connect_count(), 1);
 }
+
+#[tokio::test]
+async fn every_preset_sample_is_processed_once_and_handshakes_are_never_stored() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], StoreOnly).await;
+    let presets = [
+        "slack",
+        "shopify",
+        "zoom",
+        "paddle",
+        "linear",
+        "twitch",
+        "discord",
+        "gitlab",
+        "bitbucket",
+        "meta",
+        "twilio",
+        "square",
+        "hubspot",
+        "intercom",
+        "clerk",
+        "resend",
+    ];
+    for source in presets {
+        let (status, json) = answer(&hook.handle(event(source)).await);
+        assert_eq!(
+            (status, json["status"].as_str()),
+            (200, Some("processed")),
+            "{source}: {json}"
+        );
+        // The same request again (a provider's retry): a duplicate.
+        let (status, json) = answer(&hook.handle(event(source)).await);
+        assert_eq!(
+            (status, json["status"].as_str()),
+            (200, Some("duplicate")),
+            "{source}: {json}"
+        );
+    }
+    let c = db.client().await;
+    let stored = delivery_count(&c).await;
+    assert_eq!(stored, presets.len() as i64);
+
+    for handshake in [
+        "slack-url-verification",
+        "slack-ssl-check",
+        "zoom-url-validation",
+        "twitch-verification",
+        "twitch-revocation",
+        "meta-subscribe",
+        "meta-subscribe-wrong-token",
+        "discord-ping",
+    ] {
+        let status = hook.handle(event(handshake)).await.status().as_u16();
+        assert!([200, 204, 403].contains(&status), "{handshake}: {status}");
+    }
+    assert_eq!(
+        delivery_count(&c).await,
+        stored,
+        "handshakes are not stored"
+    );
+
+    let (status, json) = answer(&hook.handle(event("gitlab-non-ascii-id")).await);
+    assert_eq!(status, 400, "{json}");
+    assert_eq!(
+        json["error"],
+        "delivery id header idempotency-key is not visible ASCII"
+    );
+}

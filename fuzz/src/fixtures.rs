@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use hookclaim::config::{self, Source};
 use hookclaim::keys::Keyring;
-use hookclaim::secret::{Secret, SecretsDocument};
+use hookclaim::secret::{Secret, SecretFormat, SecretsDocument};
 
 /// The fixed clock the samples verify at: 90 s after they were signed (1767225600), 30 s after
 /// the redeliveries were re-signed.
@@ -50,14 +50,14 @@ pub fn samples() -> &'static Samples {
     })
 }
 
-/// The configured secrets of the sample source `name` (newest first), parsed for a Standard
-/// Webhooks scheme or not; `None` when the samples have no such source.
-pub fn sample_secrets(name: &str, standard_webhooks: bool) -> Option<Vec<Secret>> {
+/// The configured secrets of the sample source `name` (newest first), read as `format` says
+/// (unreadable ones left out); `None` when the samples have no such source.
+pub fn sample_secrets(name: &str, format: SecretFormat) -> Option<Vec<Secret>> {
     let texts = samples().secrets.0.get(name)?;
     Some(
         texts
             .iter()
-            .filter_map(|t| Secret::parse(t, standard_webhooks).ok())
+            .filter_map(|t| Secret::parse(t, format).ok())
             .collect(),
     )
 }

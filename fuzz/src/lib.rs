@@ -8,4 +8,5 @@ pub mod fixtures;
 pub mod request_to_delivery;
 pub mod retention_command;
 pub mod upstream;
+pub mod verify_providers;
 pub mod verify_signature;

@@ -405,4 +405,153 @@ mod tests {
             })
         );
     }
+
+    #[test]
+    fn signed_source_reads_every_field() {
+        use crate::verify::{
+            Algorithm, Field, MessagePart, SignatureFormat, SignedScheme, TimestampFrom,
+            TimestampRule, TimestampUnit, Tolerance,
+        };
+        let s = parse_sources(
+            r#"{"paddle-like":{"kind":"signed","signature_header":"Sig","algorithm":"sha512",
+                "encoding":"base64",
+                "signature_list":{"separator":";","signature_key":"h1","timestamp_key":"ts"},
+                "message":["method","url",{"text":":"},"timestamp",{"header":"X-Extra"},"body"],
+                "timestamp_unit":"ms","timestamp_past_only":true,"tolerance_secs":60,
+                "id_pointers":["/a","/b"],"event_type_header":"X-Type",
+                "public_url":"https://example.com/hook"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s["paddle-like"].scheme,
+            Scheme::Signed(SignedScheme {
+                algorithm: Algorithm::Sha512,
+                signature_header: "Sig".into(),
+                encoding: SignatureEncoding::Base64,
+                format: SignatureFormat::List {
+                    separator: ';',
+                    signature_key: "h1".into(),
+                    timestamp_key: Some("ts".into()),
+                },
+                message: vec![
+                    MessagePart::Method,
+                    MessagePart::Url,
+                    MessagePart::Text(":".into()),
+                    MessagePart::Timestamp,
+                    MessagePart::Header("X-Extra".into()),
+                    MessagePart::Body,
+                ],
+                timestamp: Some(TimestampRule {
+                    from: TimestampFrom::Signature,
+                    unit: TimestampUnit::Millis,
+                    tolerance: Tolerance::Past(60),
+                }),
+                id: IdLocation::Composite(vec!["/a".into(), "/b".into()]),
+                event_type: Some(Field::Header("X-Type".into())),
+                public_url: Some("https://example.com/hook".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn every_preset_parses_and_bad_settings_are_named() {
+        for preset in crate::verify::presets::PRESETS {
+            let url = if preset.needs_public_url {
+                r#","public_url":"https://example.com/x""#
+            } else {
+                ""
+            };
+            let json = format!(r#"{{"s":{{"kind":"{}"{url}}}}}"#, preset.name);
+            let s = parse_sources(&json).unwrap_or_else(|e| panic!("{}: {e}", preset.name));
+            assert_eq!(
+                s["s"].handshake.is_some(),
+                ["slack", "zoom", "twitch", "discord", "meta"].contains(&preset.name)
+            );
+        }
+        let refused = [
+            (r#"{"s":{"kind":"twilio"}}"#, "needs public_url"),
+            (
+                r#"{"s":{"kind":"slack","public_url":"https://x"}}"#,
+                "public_url does not apply",
+            ),
+            (
+                r#"{"s":{"kind":"square","public_url":"https://x/?a=b"}}"#,
+                "without query",
+            ),
+            (
+                r#"{"s":{"kind":"slack","verify_token":"t"}}"#,
+                "verify_token does not apply",
+            ),
+            (
+                r#"{"s":{"kind":"meta","verify_token":""}}"#,
+                "verify_token is empty",
+            ),
+            (
+                r#"{"s":{"kind":"gitlab","tolerance_secs":5}}"#,
+                "signs no timestamp",
+            ),
+            (
+                r#"{"s":{"kind":"stripe","secret_encoding":"raw"}}"#,
+                "does not apply",
+            ),
+            (
+                r#"{"s":{"kind":"standard","secret_encoding":"hex"}}"#,
+                "not base64 or raw",
+            ),
+            (r#"{"s":{"kind":"nope"}}"#, "or a preset: slack"),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":["timestamp"]}}"#,
+                "needs a timestamp setting",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":["id"]}}"#,
+                "needs id_header",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"text":"x"}]}}"#,
+                "must include the body",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":["url","body"]}}"#,
+                "needs public_url",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"bogus":"x"}]}}"#,
+                "message parts are",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","algorithm":"md5"}}"#,
+                "not sha1, sha256 or sha512",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","prefix":"v=","signature_list":{"separator":",","signature_key":"v1"}}}"#,
+                "not both",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","timestamp_pointer":"/t"}}"#,
+                "give one of timestamp_header",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_unit":"h"}}"#,
+                "need a timestamp",
+            ),
+            (r#"{"s":{"kind":"token"}}"#, "needs a valid token_header"),
+            (
+                r#"{"s":{"kind":"hmac","signature_header":"S","id_pointers":["/a"]}}"#,
+                "id_pointers does not apply",
+            ),
+        ];
+        for (json, expected) in refused {
+            let err = parse_sources(json).unwrap_err().to_string();
+            assert!(err.contains(expected), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn meta_verify_token_never_prints() {
+        let s =
+            parse_sources(r#"{"m":{"kind":"meta","verify_token":"hookclaim-meta-verify-token"}}"#)
+                .unwrap();
+        assert!(!format!("{s:?}").contains("hookclaim-meta-verify-token"));
+    }
 }

@@ -7,7 +7,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{bad, int, ConfigError, Lookup};
-use crate::verify::{HmacScheme, IdLocation, Scheme, SignatureEncoding, DEFAULT_TOLERANCE_SECS};
+use crate::handshake::Handshake;
+use crate::secret::Secret;
+use crate::verify::{
+    presets, Algorithm, Field, HmacScheme, IdLocation, MessagePart, Scheme, SignatureEncoding,
+    SignatureFormat, SignedScheme, TimestampFrom, TimestampRule, TimestampUnit, TokenScheme,
+    Tolerance, DEFAULT_TOLERANCE_SECS,
+};
 
 const SOURCES: &str = "HOOKCLAIM_SOURCES";
 
@@ -35,6 +41,8 @@ pub struct Source {
     pub scheme: Scheme,
     /// Larger bodies are refused with 413 before any other work.
     pub max_body_bytes: usize,
+    /// The provider's handshakes this source answers, if any (set by presets).
+    pub handshake: Option<Handshake>,
 }
 
 /// Where webhook secrets come from. `Debug` leaves the inline document out.
@@ -78,12 +86,40 @@ struct SourceSpec {
     kind: String,
     tolerance_secs: Option<u64>,
     max_body_bytes: Option<usize>,
+    // hmac, signed
     signature_header: Option<String>,
     prefix: Option<String>,
     encoding: Option<String>,
+    // signed
+    algorithm: Option<String>,
+    signature_list: Option<SignatureListSpec>,
+    message: Option<Vec<serde_json::Value>>,
+    timestamp_header: Option<String>,
+    timestamp_pointer: Option<String>,
+    timestamp_unit: Option<String>,
+    timestamp_past_only: Option<bool>,
+    // token
+    token_header: Option<String>,
+    // ids and types (hmac, signed, token)
     id_header: Option<String>,
     id_pointer: Option<String>,
+    id_pointers: Option<Vec<String>>,
     event_type_pointer: Option<String>,
+    event_type_header: Option<String>,
+    // presets
+    public_url: Option<String>,
+    verify_token: Option<String>,
+    // standard
+    secret_encoding: Option<String>,
+}
+
+/// `"signature_list": {"separator": ";", "signature_key": "h1", "timestamp_key": "ts"}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignatureListSpec {
+    separator: String,
+    signature_key: String,
+    timestamp_key: Option<String>,
 }
 
 /// Reads `HOOKCLAIM_SOURCES`, which is required.
@@ -147,6 +183,9 @@ pub fn parse_sources(json: &str) -> Result<BTreeMap<String, Source>, ConfigError
         .collect()
 }
 
+/// The kinds that are not presets.
+const KINDS: &[&str] = &["stripe", "github", "standard", "hmac", "signed", "token"];
+
 fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     let name_ok = !name.is_empty()
         && name.len() <= 64
@@ -156,61 +195,160 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     if !name_ok {
         return Err("names are 1-64 characters of a-z, 0-9, - and _".into());
     }
-    let tolerance_secs = spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
-    let hmac_only = [
-        ("signature_header", spec.signature_header.is_some()),
-        ("prefix", spec.prefix.is_some()),
-        ("encoding", spec.encoding.is_some()),
-        ("id_header", spec.id_header.is_some()),
-        ("id_pointer", spec.id_pointer.is_some()),
-        ("event_type_pointer", spec.event_type_pointer.is_some()),
+    let kind = spec.kind.as_str();
+    // Each setting applies to some kinds only; any other use is refused, so a typo'd kind or a
+    // setting that would be ignored never passes silently.
+    let settings: [(&str, bool, &[&str]); 23] = [
+        (
+            "signature_header",
+            spec.signature_header.is_some(),
+            &["hmac", "signed"],
+        ),
+        ("prefix", spec.prefix.is_some(), &["hmac", "signed"]),
+        ("encoding", spec.encoding.is_some(), &["hmac", "signed"]),
+        ("algorithm", spec.algorithm.is_some(), &["signed"]),
+        ("signature_list", spec.signature_list.is_some(), &["signed"]),
+        ("message", spec.message.is_some(), &["signed"]),
+        (
+            "timestamp_header",
+            spec.timestamp_header.is_some(),
+            &["signed"],
+        ),
+        (
+            "timestamp_pointer",
+            spec.timestamp_pointer.is_some(),
+            &["signed"],
+        ),
+        ("timestamp_unit", spec.timestamp_unit.is_some(), &["signed"]),
+        (
+            "timestamp_past_only",
+            spec.timestamp_past_only.is_some(),
+            &["signed"],
+        ),
+        ("token_header", spec.token_header.is_some(), &["token"]),
+        (
+            "id_header",
+            spec.id_header.is_some(),
+            &["hmac", "signed", "token"],
+        ),
+        (
+            "id_pointer",
+            spec.id_pointer.is_some(),
+            &["hmac", "signed", "token"],
+        ),
+        (
+            "id_pointers",
+            spec.id_pointers.is_some(),
+            &["signed", "token"],
+        ),
+        (
+            "event_type_pointer",
+            spec.event_type_pointer.is_some(),
+            &["hmac", "signed", "token"],
+        ),
+        (
+            "event_type_header",
+            spec.event_type_header.is_some(),
+            &["signed", "token"],
+        ),
+        (
+            "public_url",
+            spec.public_url.is_some(),
+            &["signed", "twilio", "square", "hubspot"],
+        ),
+        ("verify_token", spec.verify_token.is_some(), &["meta"]),
+        (
+            "secret_encoding",
+            spec.secret_encoding.is_some(),
+            &["standard"],
+        ),
+        ("stripe", false, &[]),
+        ("github", false, &[]),
+        ("standard", false, &[]),
+        ("hmac", false, &[]),
     ];
-    if spec.kind != "hmac" {
-        if let Some((field, _)) = hmac_only.iter().find(|(_, set)| *set) {
-            return Err(format!("{field} only applies to kind hmac"));
-        }
+    if let Some((field, _, kinds)) = settings
+        .iter()
+        .find(|(_, set, kinds)| *set && !kinds.contains(&kind))
+    {
+        return Err(format!(
+            "{field} does not apply to kind {kind} (only to {})",
+            kinds.join(", ")
+        ));
     }
-    let scheme = match spec.kind.as_str() {
+    let tolerance_secs = spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
+    let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+    let mut handshake = None;
+    let scheme = match kind {
         "stripe" => Scheme::Stripe { tolerance_secs },
         "github" => Scheme::Github,
-        "standard" => Scheme::Standard { tolerance_secs },
+        "standard" => Scheme::Standard {
+            tolerance_secs,
+            raw_secrets: match spec.secret_encoding.as_deref().unwrap_or("base64") {
+                "base64" => false,
+                "raw" => true,
+                other => return Err(format!("secret_encoding {other:?} is not base64 or raw")),
+            },
+        },
         "hmac" => {
-            let signature_header = spec
-                .signature_header
-                .filter(|h| http::HeaderName::from_bytes(h.as_bytes()).is_ok())
+            let signature_header = header_name(spec.signature_header.as_deref())
                 .ok_or("kind hmac needs a valid signature_header")?;
-            let encoding = match spec.encoding.as_deref().unwrap_or("hex") {
-                "hex" => SignatureEncoding::Hex,
-                "base64" => SignatureEncoding::Base64,
-                other => return Err(format!("encoding {other:?} is not hex or base64")),
-            };
-            let id = match (spec.id_header, spec.id_pointer) {
-                (Some(_), Some(_)) => return Err("give id_header or id_pointer, not both".into()),
-                (Some(h), None) => IdLocation::Header(h),
-                (None, Some(p)) if p.starts_with('/') => IdLocation::JsonPointer(p),
-                (None, Some(_)) => return Err("id_pointer must be a JSON pointer like /id".into()),
-                (None, None) => IdLocation::BodySha256,
-            };
-            if let Some(p) = &spec.event_type_pointer {
-                if !p.starts_with('/') {
-                    return Err("event_type_pointer must be a JSON pointer like /type".into());
-                }
-            }
+            let encoding = encoding(spec.encoding.as_deref())?;
+            let id = id_location(spec.id_header, spec.id_pointer, None)?;
             Scheme::Hmac(HmacScheme {
                 signature_header,
                 prefix: spec.prefix.unwrap_or_default(),
                 encoding,
                 id,
-                event_type_pointer: spec.event_type_pointer,
+                event_type_pointer: pointer(spec.event_type_pointer, "event_type_pointer")?,
             })
         }
-        other => {
-            return Err(format!(
-                "kind {other:?} is not one of stripe, github, standard, hmac"
-            ))
+        "signed" => Scheme::Signed(signed(spec, tolerance_secs)?),
+        "token" => Scheme::Token(TokenScheme {
+            token_header: header_name(spec.token_header.as_deref())
+                .ok_or("kind token needs a valid token_header")?,
+            id: id_location(spec.id_header, spec.id_pointer, spec.id_pointers)?,
+            event_type: event_type(spec.event_type_header, spec.event_type_pointer)?,
+        }),
+        preset => {
+            let Some(preset) = presets::lookup(preset) else {
+                let presets: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
+                return Err(format!(
+                    "kind {preset:?} is not one of {}, or a preset: {}",
+                    KINDS.join(", "),
+                    presets.join(", ")
+                ));
+            };
+            if spec.tolerance_secs.is_some() && preset.default_tolerance_secs.is_none() {
+                return Err(format!(
+                    "tolerance_secs does not apply to kind {kind}: it signs no timestamp"
+                ));
+            }
+            let public_url = match (preset.needs_public_url, spec.public_url) {
+                (true, Some(url)) => public_url(&url)?,
+                (true, None) => {
+                    return Err(format!(
+                    "kind {kind} needs public_url: the URL the provider posts to, which it signs"
+                ))
+                }
+                (false, _) => String::new(),
+            };
+            handshake = match kind {
+                "slack" => Some(Handshake::Slack),
+                "zoom" => Some(Handshake::Zoom),
+                "twitch" => Some(Handshake::Twitch),
+                "discord" => Some(Handshake::Discord),
+                "meta" => Some(Handshake::Meta {
+                    verify_token: match spec.verify_token {
+                        Some(t) if t.is_empty() => return Err("verify_token is empty".into()),
+                        t => t.map(Secret::from_bytes),
+                    },
+                }),
+                _ => None,
+            };
+            preset.scheme(spec.tolerance_secs, &public_url)
         }
     };
-    let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
     if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_LIMIT {
         return Err(format!(
             "max_body_bytes must be 1..={MAX_BODY_BYTES_LIMIT}: Lambda accepts requests up to \
@@ -222,5 +360,206 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
         name: name.to_string(),
         scheme,
         max_body_bytes,
+        handshake,
     })
+}
+
+fn header_name(name: Option<&str>) -> Option<String> {
+    name.filter(|h| http::HeaderName::from_bytes(h.as_bytes()).is_ok())
+        .map(str::to_owned)
+}
+
+fn encoding(text: Option<&str>) -> Result<SignatureEncoding, String> {
+    match text.unwrap_or("hex") {
+        "hex" => Ok(SignatureEncoding::Hex),
+        "base64" => Ok(SignatureEncoding::Base64),
+        other => Err(format!("encoding {other:?} is not hex or base64")),
+    }
+}
+
+fn pointer(p: Option<String>, field: &str) -> Result<Option<String>, String> {
+    match p {
+        Some(p) if !p.starts_with('/') => Err(format!("{field} must be a JSON pointer like /type")),
+        p => Ok(p),
+    }
+}
+
+fn public_url(url: &str) -> Result<String, String> {
+    let ok = (url.starts_with("https://") || url.starts_with("http://"))
+        && !url.contains(['?', '#'])
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+    if ok {
+        Ok(url.to_owned())
+    } else {
+        Err("public_url must be an http(s) URL without query string or fragment".into())
+    }
+}
+
+fn id_location(
+    header: Option<String>,
+    json_pointer: Option<String>,
+    pointers: Option<Vec<String>>,
+) -> Result<IdLocation, String> {
+    Ok(match (header, json_pointer, pointers) {
+        (Some(h), None, None) => {
+            IdLocation::Header(header_name(Some(&h)).ok_or("id_header is not a valid header name")?)
+        }
+        (None, Some(p), None) => {
+            IdLocation::JsonPointer(pointer(Some(p), "id_pointer")?.unwrap_or_default())
+        }
+        (None, None, Some(ps)) => {
+            if ps.is_empty() || ps.iter().any(|p| !p.starts_with('/')) {
+                return Err("id_pointers must be a non-empty list of JSON pointers".into());
+            }
+            IdLocation::Composite(ps)
+        }
+        (None, None, None) => IdLocation::BodySha256,
+        _ => return Err("give one of id_header, id_pointer or id_pointers".into()),
+    })
+}
+
+fn event_type(
+    header: Option<String>,
+    json_pointer: Option<String>,
+) -> Result<Option<Field>, String> {
+    match (header, json_pointer) {
+        (Some(_), Some(_)) => Err("give event_type_header or event_type_pointer, not both".into()),
+        (Some(h), None) => Ok(Some(Field::Header(
+            header_name(Some(&h)).ok_or("event_type_header is not a valid header name")?,
+        ))),
+        (None, p) => Ok(pointer(p, "event_type_pointer")?.map(Field::Pointer)),
+    }
+}
+
+/// The `signed` kind's settings.
+fn signed(spec: SourceSpec, tolerance_secs: u64) -> Result<SignedScheme, String> {
+    let signature_header = header_name(spec.signature_header.as_deref())
+        .ok_or("kind signed needs a valid signature_header")?;
+    let algorithm = match spec.algorithm.as_deref().unwrap_or("sha256") {
+        "sha1" => Algorithm::Sha1,
+        "sha256" => Algorithm::Sha256,
+        "sha512" => Algorithm::Sha512,
+        other => return Err(format!("algorithm {other:?} is not sha1, sha256 or sha512")),
+    };
+    let format = match (spec.prefix, spec.signature_list) {
+        (Some(_), Some(_)) => return Err("give prefix or signature_list, not both".into()),
+        (prefix, None) => SignatureFormat::Prefixed(prefix.unwrap_or_default()),
+        (None, Some(list)) => {
+            let mut chars = list.separator.chars();
+            let (Some(separator), None) = (chars.next(), chars.next()) else {
+                return Err("signature_list.separator must be one character".into());
+            };
+            if list.signature_key.is_empty() || list.timestamp_key.as_deref() == Some("") {
+                return Err("signature_list keys must not be empty".into());
+            }
+            SignatureFormat::List {
+                separator,
+                signature_key: list.signature_key,
+                timestamp_key: list.timestamp_key,
+            }
+        }
+    };
+    let in_signature = matches!(
+        &format,
+        SignatureFormat::List {
+            timestamp_key: Some(_),
+            ..
+        }
+    );
+    let from =
+        match (spec.timestamp_header, spec.timestamp_pointer, in_signature) {
+            (None, None, false) => None,
+            (Some(h), None, false) => Some(TimestampFrom::Header(
+                header_name(Some(&h)).ok_or("timestamp_header is not a valid header name")?,
+            )),
+            (None, Some(p), false) => Some(TimestampFrom::Body(
+                pointer(Some(p), "timestamp_pointer")?.unwrap_or_default(),
+            )),
+            (None, None, true) => Some(TimestampFrom::Signature),
+            _ => return Err(
+                "give one of timestamp_header, timestamp_pointer or signature_list.timestamp_key"
+                    .into(),
+            ),
+        };
+    let timestamp = match from {
+        Some(from) => Some(TimestampRule {
+            from,
+            unit: match spec.timestamp_unit.as_deref().unwrap_or("s") {
+                "s" => TimestampUnit::Seconds,
+                "ms" => TimestampUnit::Millis,
+                "rfc3339" => TimestampUnit::Rfc3339,
+                other => return Err(format!("timestamp_unit {other:?} is not s, ms or rfc3339")),
+            },
+            tolerance: if spec.timestamp_past_only.unwrap_or(false) {
+                Tolerance::Past(tolerance_secs)
+            } else {
+                Tolerance::Both(tolerance_secs)
+            },
+        }),
+        None => {
+            if spec.timestamp_unit.is_some() || spec.timestamp_past_only.is_some() {
+                return Err("timestamp_unit and timestamp_past_only need a timestamp".into());
+            }
+            None
+        }
+    };
+    let id = id_location(spec.id_header, spec.id_pointer, spec.id_pointers)?;
+    let message = spec
+        .message
+        .unwrap_or_else(|| vec![serde_json::Value::from("body")])
+        .iter()
+        .map(|part| message_part(part, &id, timestamp.is_some()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if message.is_empty() || !message.contains(&MessagePart::Body) {
+        return Err("message must include the body".into());
+    }
+    if message.contains(&MessagePart::Url) && spec.public_url.is_none() {
+        return Err("a url message part needs public_url".into());
+    }
+    let public_url = spec.public_url.as_deref().map(public_url).transpose()?;
+    Ok(SignedScheme {
+        algorithm,
+        signature_header,
+        encoding: encoding(spec.encoding.as_deref())?,
+        format,
+        message,
+        timestamp,
+        id,
+        event_type: event_type(spec.event_type_header, spec.event_type_pointer)?,
+        public_url,
+    })
+}
+
+/// One `message` entry: `"body"`, `"timestamp"`, `"id"`, `"method"`, `"url"`,
+/// `{"header": NAME}` or `{"text": LITERAL}`.
+fn message_part(
+    part: &serde_json::Value,
+    id: &IdLocation,
+    has_timestamp: bool,
+) -> Result<MessagePart, String> {
+    let bad = || {
+        "message parts are \"body\", \"timestamp\", \"id\", \"method\", \"url\", \
+         {\"header\": NAME} or {\"text\": LITERAL}"
+            .to_string()
+    };
+    if let Some(name) = part.as_str() {
+        return match name {
+            "body" => Ok(MessagePart::Body),
+            "timestamp" if has_timestamp => Ok(MessagePart::Timestamp),
+            "timestamp" => Err("a timestamp message part needs a timestamp setting".into()),
+            "id" if matches!(id, IdLocation::Header(_)) => Ok(MessagePart::Id),
+            "id" => Err("an id message part needs id_header".into()),
+            "method" => Ok(MessagePart::Method),
+            "url" => Ok(MessagePart::Url),
+            _ => Err(bad()),
+        };
+    }
+    let object = part.as_object().filter(|o| o.len() == 1).ok_or_else(bad)?;
+    match object.iter().next() {
+        Some((k, serde_json::Value::String(v))) if k == "header" => Ok(MessagePart::Header(
+            header_name(Some(v)).ok_or("message header is not a valid header name")?,
+        )),
+        Some((k, serde_json::Value::String(v))) if k == "text" => Ok(MessagePart::Text(v.clone())),
+        _ => Err(bad()),
+    }
 }

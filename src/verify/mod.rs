@@ -1,78 +1,40 @@
 //! Signature verification for every source kind, as a pure function of (scheme, secrets,
-//! headers, raw body, now). It never logs, never reads the clock and never sees the database,
-//! so every rule can be tested with a fixed clock.
+//! request, now). It never logs, never reads the clock and never sees the database, so every
+//! rule can be tested with a fixed clock.
+//!
+//! One file per kind: `stripe`, `github`, `standard` (Standard Webhooks, `v1` and `v1a`),
+//! `hmac` (generic HMAC of the body), `signed` (a configurable signed message), `ed25519`
+//! (Discord), `token` (a static token), `twilio`. `presets` names the providers' settings;
+//! `mac`, `timestamp` and `locate` are shared by the kinds.
 
-use base64::Engine as _;
-use hmac::{Hmac, Mac};
 use http::HeaderMap;
-use sha2::{Digest as _, Sha256};
-use subtle::ConstantTimeEq as _;
 
-use crate::secret::Secret;
+use crate::secret::{Secret, SecretFormat};
+
+mod ed25519;
+mod github;
+mod hmac;
+mod locate;
+mod mac;
+pub mod presets;
+mod signed;
+mod standard;
+mod stripe;
+mod timestamp;
+mod token;
+mod twilio;
+
+pub use ed25519::Ed25519Scheme;
+pub use hmac::HmacScheme;
+pub use locate::{Field, IdLocation};
+pub use mac::{Algorithm, SignatureEncoding};
+pub use signed::{MessagePart, SignatureFormat, SignedScheme, TimestampFrom, TimestampRule};
+pub use timestamp::{TimestampUnit, Tolerance};
+pub use token::TokenScheme;
+pub use twilio::TwilioScheme;
 
 /// The tolerance the providers' own libraries use for signed timestamps: five minutes.
 pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
-
-// Header names, lower-case as `HeaderMap` stores them (lookups are case-insensitive).
-const STRIPE_SIGNATURE: &str = "stripe-signature";
-const GITHUB_SIGNATURE: &str = "x-hub-signature-256";
-const GITHUB_DELIVERY: &str = "x-github-delivery";
-const GITHUB_EVENT: &str = "x-github-event";
-
-/// The three Standard Webhooks headers, under one of the two spellings senders use.
-struct StandardHeaders {
-    id: &'static str,
-    timestamp: &'static str,
-    signature: &'static str,
-}
-
-/// The names the Standard Webhooks specification gives.
-const STANDARD_HEADERS: StandardHeaders = StandardHeaders {
-    id: "webhook-id",
-    timestamp: "webhook-timestamp",
-    signature: "webhook-signature",
-};
-
-/// The same headers as Svix sends them to most of its customers' endpoints (Clerk and Resend,
-/// for instance): same format, `svix-` prefix. Svix's own libraries accept both spellings.
-const SVIX_HEADERS: StandardHeaders = StandardHeaders {
-    id: "svix-id",
-    timestamp: "svix-timestamp",
-    signature: "svix-signature",
-};
-
-/// The headers a scheme reads, lower-case: stored with each delivery so it can be re-verified
-/// or replayed later.
-pub fn scheme_headers(scheme: &Scheme) -> Vec<String> {
-    match scheme {
-        Scheme::Stripe { .. } => vec![STRIPE_SIGNATURE.into()],
-        Scheme::Github => vec![
-            GITHUB_SIGNATURE.into(),
-            GITHUB_DELIVERY.into(),
-            GITHUB_EVENT.into(),
-        ],
-        Scheme::Standard { .. } => [STANDARD_HEADERS, SVIX_HEADERS]
-            .iter()
-            .flat_map(|h| [h.id, h.timestamp, h.signature])
-            .map(String::from)
-            .collect(),
-        Scheme::Hmac(h) => {
-            let mut names = vec![h.signature_header.to_ascii_lowercase()];
-            if let IdLocation::Header(name) = &h.id {
-                names.push(name.to_ascii_lowercase());
-            }
-            names
-        }
-    }
-}
-
-/// Most entries parsed from one signature header. A sender puts one signature per active secret
-/// (two during a rotation), so 16 is generous; the cap bounds the work one request can cause.
-const MAX_SIGNATURE_ENTRIES: usize = 16;
-
-/// An HMAC-SHA256 output. A received signature is only ever compared after decoding to exactly
-/// this many bytes, so an empty or truncated signature can never match.
-type Tag = [u8; 32];
 
 /// How a source signs its deliveries and where its delivery id and event type live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,48 +47,96 @@ pub enum Scheme {
     /// `X-Hub-Signature-256: sha256=<hex>`; id and type in headers.
     Github,
     /// Standard Webhooks (Svix, Polar, Clerk, Resend…): `webhook-id`, `webhook-timestamp`,
-    /// `webhook-signature`.
+    /// `webhook-signature` with `v1` (HMAC-SHA256) and `v1a` (Ed25519) entries.
     Standard {
         /// Largest accepted distance between `webhook-timestamp` and now, either direction.
         tolerance_secs: u64,
+        /// Secrets are used as their raw bytes (Polar) instead of base64 as the specification
+        /// says.
+        raw_secrets: bool,
     },
     /// A generic HMAC-SHA256 of the body.
     Hmac(HmacScheme),
+    /// An HMAC over a message built from parts of the request (Slack, Paddle, Zoom, HubSpot…).
+    Signed(SignedScheme),
+    /// Ed25519 over the timestamp and the body (Discord interactions).
+    Ed25519(Ed25519Scheme),
+    /// A static token in a header (GitLab).
+    Token(TokenScheme),
+    /// Twilio's HMAC over the public URL and the sorted form parameters.
+    Twilio(TwilioScheme),
 }
 
-/// The generic HMAC scheme's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HmacScheme {
-    /// Header carrying the signature (matched case-insensitively).
-    pub signature_header: String,
-    /// Text before the signature value, e.g. `sha256=`; empty for none.
-    pub prefix: String,
-    /// How the MAC is written in the header.
-    pub encoding: SignatureEncoding,
-    /// Where the delivery id comes from.
-    pub id: IdLocation,
-    /// JSON pointer (RFC 6901) to the event type in the body, if any.
-    pub event_type_pointer: Option<String>,
+impl Scheme {
+    /// How this scheme's configured secrets are read.
+    pub fn secret_format(&self) -> SecretFormat {
+        match self {
+            Scheme::Standard {
+                raw_secrets: false, ..
+            } => SecretFormat::StandardWebhooks,
+            Scheme::Ed25519(_) => SecretFormat::Ed25519Hex,
+            _ => SecretFormat::Raw,
+        }
+    }
 }
 
-/// Text encoding of a generic HMAC signature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignatureEncoding {
-    /// Lower- or upper-case hexadecimal.
-    Hex,
-    /// Standard base64 with padding.
-    Base64,
+/// The headers a scheme reads, lower-case: stored with each delivery so it can be re-verified
+/// or replayed later.
+pub fn scheme_headers(scheme: &Scheme) -> Vec<String> {
+    let names: Vec<String> = match scheme {
+        Scheme::Stripe { .. } => vec![stripe::SIGNATURE.into()],
+        Scheme::Github => github::HEADERS.iter().map(|h| h.to_string()).collect(),
+        Scheme::Standard { .. } => standard::header_names(),
+        Scheme::Hmac(h) => {
+            let mut names = vec![h.signature_header.clone()];
+            names.extend(h.id.header_names());
+            names
+        }
+        Scheme::Signed(s) => s.header_names(),
+        Scheme::Ed25519(e) => e.header_names(),
+        Scheme::Token(t) => t.header_names(),
+        Scheme::Twilio(t) => t.header_names(),
+    };
+    names.into_iter().map(|n| n.to_ascii_lowercase()).collect()
 }
 
-/// Where the generic HMAC scheme finds the delivery id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IdLocation {
-    /// A request header.
-    Header(String),
-    /// A JSON pointer into the body.
-    JsonPointer(String),
-    /// No id from the sender: the hex SHA-256 of the body is the id.
-    BodySha256,
+/// Most entries parsed from one signature header. A sender puts one signature per active secret
+/// (two during a rotation), so 16 is generous; the cap bounds the work one request can cause.
+pub(crate) const MAX_SIGNATURE_ENTRIES: usize = 16;
+
+/// What verification sees of a request besides its headers and body.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    /// The HTTP method, e.g. `POST` (signed by HubSpot v3, or a `method` message part).
+    pub method: &'a str,
+    /// The raw query string without `?`, empty when there is none (part of the URL that Twilio,
+    /// Square and HubSpot sign).
+    pub query: &'a str,
+    /// The request headers.
+    pub headers: &'a HeaderMap,
+    /// The raw body, exactly as received.
+    pub body: &'a [u8],
+}
+
+impl<'a> Incoming<'a> {
+    /// A POST without a query string: what webhooks almost always are.
+    pub fn post(headers: &'a HeaderMap, body: &'a [u8]) -> Self {
+        Incoming {
+            method: "POST",
+            query: "",
+            headers,
+            body,
+        }
+    }
+
+    /// The URL the sender signed: the configured public URL, and the query string received.
+    pub(crate) fn url(&self, public_url: &str) -> String {
+        if self.query.is_empty() {
+            public_url.to_owned()
+        } else {
+            format!("{public_url}?{}", self.query)
+        }
+    }
 }
 
 /// Where a verified delivery's id came from; stored with the row.
@@ -134,7 +144,7 @@ pub enum IdLocation {
 pub enum IdOrigin {
     /// A header the sender set.
     Header,
-    /// A field of the JSON body.
+    /// A field of the JSON body (or several, joined).
     Body,
     /// Derived: SHA-256 of the body, because the sender gives no id.
     BodySha256,
@@ -154,7 +164,7 @@ impl IdOrigin {
 /// What verification proves about a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
-    /// The sender's delivery id (or the body hash for id-less generic senders).
+    /// The sender's delivery id (or the body hash for id-less senders).
     pub delivery_id: String,
     /// Where `delivery_id` came from.
     pub id_origin: IdOrigin,
@@ -171,6 +181,9 @@ pub enum VerifyError {
     /// A signature or timestamp header is present but cannot be parsed.
     #[error("malformed header {0}")]
     MalformedHeader(String),
+    /// A signed timestamp that lives in the body is missing or not written as configured.
+    #[error("missing or malformed timestamp at {0}")]
+    MalformedTimestamp(String),
     /// No signature in the header matches any configured secret.
     #[error("no signature matches")]
     InvalidSignature,
@@ -183,6 +196,10 @@ pub enum VerifyError {
     /// Signed, but the delivery id is missing where the scheme requires one.
     #[error("missing delivery id")]
     MissingDeliveryId,
+    /// Signed, but the header holding the delivery id is not visible ASCII (HTTP header values
+    /// are ASCII; a key must be exact).
+    #[error("delivery id header {0} is not visible ASCII")]
+    NonAsciiDeliveryId(String),
     /// Signed, but the body must be JSON (the id or type lives in it) and is not.
     #[error("body is not valid JSON")]
     InvalidJson,
@@ -204,55 +221,39 @@ impl VerifyError {
         !matches!(
             self,
             VerifyError::MissingDeliveryId
+                | VerifyError::NonAsciiDeliveryId(_)
                 | VerifyError::InvalidJson
                 | VerifyError::InvalidDeliveryId
         )
     }
 }
 
-/// Verifies `body` against `headers` with any of `secrets`, at unix time `now`, and extracts the
-/// delivery id and event type.
-///
-/// The MAC is always computed over the exact bytes received, and compared in constant time.
-/// Authenticity is settled first (`MissingHeader`, `MalformedHeader`, `InvalidSignature`,
-/// `TimestampOutOfTolerance`: 401); only a signed request is then read for its id and type
-/// (`MissingDeliveryId`, `InvalidJson`: 400).
-///
-/// Rules shared by all kinds:
-/// - Several secrets mean a rotation: any one of them verifies. Empty secrets are ignored, and
-///   with no non-empty secret the answer is `NoSecret`.
-/// - A header value that is not visible ASCII counts as absent (`MissingHeader`).
-/// - A signature counts only if it decodes to exactly 32 bytes: empty, truncated, odd-length
-///   or over-long values never match.
-/// - Timestamps are unix seconds written as plain decimal digits; a sign, a fraction or a value
-///   beyond `i64` is `MalformedHeader`.
-/// - The signature is checked before the timestamp, so `TimestampOutOfTolerance` always means
-///   "genuinely signed, but too old (or too far ahead)".
-/// - An empty delivery id is a missing one. An empty event type is `None`.
-///
-/// Per kind:
-/// - `Stripe`: `Stripe-Signature` holds `t=` and one or more `v1=` (hex); `v0` and any other
-///   entry is ignored, as Stripe's libraries do, and a header with no usable `v1` is
-///   `InvalidSignature`. A `t` more than `tolerance_secs` in the past is rejected; a `t` in the
-///   future is accepted, as Stripe's libraries only check age (the spec says "older than
-///   tolerance"). The body must be JSON with a string `id` (the delivery id); `type` is the
-///   event type if it is a string.
-/// - `Github`: `X-Hub-Signature-256` holds exactly one `sha256=<hex>`; anything else in it is
-///   `MalformedHeader`. The delivery id is `X-GitHub-Delivery` and the event type
-///   `X-GitHub-Event` (optional).
-/// - `Standard`: `webhook-id`, `webhook-timestamp` and `webhook-signature`; when
-///   `webhook-signature` is absent, the `svix-` spellings of all three are used instead. The
-///   signature header is a space-separated list of `<version>,<base64>`; only `v1` entries are
-///   tried. The timestamp must be within `tolerance_secs` of now in either direction. The
-///   delivery id is `webhook-id`; the event type is the body's string `type` when the body is
-///   JSON (a non-JSON body is not an error here).
-/// - `Hmac`: the configured header holds the prefix followed by exactly one hex or base64 MAC
-///   of the body; a missing prefix or undecodable value is `MalformedHeader`. The id comes from
-///   a header, a JSON pointer (a string, or an integer written in decimal; a JSON pointer
-///   on a non-JSON body is `InvalidJson`) or the lower-case hex SHA-256 of the body. The event
-///   type pointer only accepts strings, and yields `None` when the body is not JSON.
-///
-/// Signature headers with more than 16 entries are `MalformedHeader`, to bound the work.
+/// The configured secrets split by use: HMAC keys and Ed25519 public keys. Empty secrets are
+/// dropped: an empty key would let anyone compute a valid MAC.
+pub(crate) struct Keys<'s> {
+    pub(crate) hmac: Vec<&'s [u8]>,
+    pub(crate) public: Vec<&'s [u8]>,
+}
+
+impl<'s> Keys<'s> {
+    fn from(secrets: &'s [Secret]) -> Option<Self> {
+        let usable = || secrets.iter().filter(|s| !s.expose().is_empty());
+        let keys = Keys {
+            hmac: usable()
+                .filter(|s| !s.is_public_key())
+                .map(Secret::expose)
+                .collect(),
+            public: usable()
+                .filter(|s| s.is_public_key())
+                .map(Secret::expose)
+                .collect(),
+        };
+        (!keys.hmac.is_empty() || !keys.public.is_empty()).then_some(keys)
+    }
+}
+
+/// Verifies a POST's `body` against `headers`: [`verify_request`] without a method or query
+/// string to sign.
 pub fn verify(
     scheme: &Scheme,
     secrets: &[Secret],
@@ -260,26 +261,84 @@ pub fn verify(
     body: &[u8],
     now: i64,
 ) -> Result<Verified, VerifyError> {
-    // An empty key would let anyone compute a valid MAC; treat it as no key at all.
-    let keys: Vec<&[u8]> = secrets
-        .iter()
-        .map(Secret::expose)
-        .filter(|key| !key.is_empty())
-        .collect();
-    if keys.is_empty() {
-        return Err(VerifyError::NoSecret);
-    }
+    verify_request(scheme, secrets, &Incoming::post(headers, body), now)
+}
+
+/// Verifies a request with any of `secrets`, at unix time `now`, and extracts the delivery id
+/// and event type.
+///
+/// The MAC is always computed over the exact bytes received, and compared in constant time.
+/// Authenticity is settled first (`MissingHeader`, `MalformedHeader`, `MalformedTimestamp`,
+/// `InvalidSignature`, `TimestampOutOfTolerance`: 401); only a signed request is then read for
+/// its id and type (`MissingDeliveryId`, `NonAsciiDeliveryId`, `InvalidJson`,
+/// `InvalidDeliveryId`: 400).
+///
+/// Rules shared by all kinds:
+/// - Several secrets mean a rotation: any one of them verifies. Empty secrets are ignored, and
+///   with no non-empty secret the answer is `NoSecret`.
+/// - A signature or timestamp header that is not visible ASCII counts as absent
+///   (`MissingHeader`). A delivery id header that is present but not visible ASCII is
+///   `NonAsciiDeliveryId` (where the id is signed, its raw bytes are what is signed).
+/// - A signature counts only if it decodes to exactly the MAC's length: empty, truncated,
+///   odd-length or over-long values never match.
+/// - Timestamps in seconds or milliseconds are plain decimal digits; a sign, a fraction or a
+///   value beyond `i64` is malformed. RFC 3339 timestamps are strict.
+/// - The signature is checked before the timestamp, so `TimestampOutOfTolerance` always means
+///   "genuinely signed, but too old (or too far ahead)".
+/// - An empty delivery id is a missing one. An empty event type is `None`.
+/// - Signature headers with more than 16 entries are `MalformedHeader`, to bound the work.
+///
+/// Per kind: see each kind's type ([`HmacScheme`], [`SignedScheme`], [`Ed25519Scheme`],
+/// [`TokenScheme`], [`TwilioScheme`]) and, for the fixed kinds:
+/// - `Stripe`: `Stripe-Signature` holds `t=` and one or more `v1=` (hex); `v0` and any other
+///   entry is ignored, as Stripe's libraries do, and a header with no usable `v1` is
+///   `InvalidSignature`. A `t` more than `tolerance_secs` in the past is rejected; a `t` in the
+///   future is accepted, as Stripe's libraries only check age. The body must be JSON with a
+///   string `id` (the delivery id); `type` is the event type if it is a string.
+/// - `Github`: `X-Hub-Signature-256` holds exactly one `sha256=<hex>`; anything else in it is
+///   `MalformedHeader`. The delivery id is `X-GitHub-Delivery` and the event type
+///   `X-GitHub-Event` (optional).
+/// - `Standard`: `webhook-id`, `webhook-timestamp` and `webhook-signature`; when
+///   `webhook-signature` is absent, the `svix-` spellings of all three are used instead. The
+///   signature header is a space-separated list of `<version>,<base64>`: `v1` entries are
+///   HMAC-SHA256 under the secrets, `v1a` entries Ed25519 under `whpk_` public keys; other
+///   versions are skipped. The timestamp must be within `tolerance_secs` of now in either
+///   direction. The delivery id is `webhook-id`; the event type is the body's string `type`
+///   when the body is JSON (a non-JSON body is not an error here).
+pub fn verify_request(
+    scheme: &Scheme,
+    secrets: &[Secret],
+    req: &Incoming<'_>,
+    now: i64,
+) -> Result<Verified, VerifyError> {
+    let keys = Keys::from(secrets).ok_or(VerifyError::NoSecret)?;
     let verified = match scheme {
-        Scheme::Stripe { tolerance_secs } => {
-            verify_stripe(*tolerance_secs, &keys, headers, body, now)
+        Scheme::Stripe { tolerance_secs } => stripe::verify(*tolerance_secs, &keys, req, now),
+        Scheme::Github => github::verify(&keys, req),
+        Scheme::Standard { tolerance_secs, .. } => {
+            standard::verify(*tolerance_secs, &keys, req, now)
         }
-        Scheme::Github => verify_github(&keys, headers, body),
-        Scheme::Standard { tolerance_secs } => {
-            verify_standard(*tolerance_secs, &keys, headers, body, now)
-        }
-        Scheme::Hmac(settings) => verify_generic_hmac(settings, &keys, headers, body),
+        Scheme::Hmac(settings) => hmac::verify(settings, &keys, req),
+        Scheme::Signed(settings) => settings.verify(&keys, req, now),
+        Scheme::Ed25519(settings) => settings.verify(&keys, req, now),
+        Scheme::Token(settings) => settings.verify(&keys, req),
+        Scheme::Twilio(settings) => settings.verify(&keys, req),
     }?;
     storable(verified)
+}
+
+/// Settles only whether a request is authentic, for handshakes: a request that is genuinely
+/// signed but carries no usable delivery id (a provider's challenge has none) is authentic.
+pub fn authenticate(
+    scheme: &Scheme,
+    secrets: &[Secret],
+    req: &Incoming<'_>,
+    now: i64,
+) -> Result<(), VerifyError> {
+    match verify_request(scheme, secrets, req, now) {
+        Err(e) if e.is_unauthorized() => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Checks that a signed delivery's id and type can be stored as they are: PostgreSQL text holds
@@ -298,189 +357,11 @@ fn storable(mut verified: Verified) -> Result<Verified, VerifyError> {
     Ok(verified)
 }
 
-fn verify_stripe(
-    tolerance_secs: u64,
-    keys: &[&[u8]],
-    headers: &HeaderMap,
-    body: &[u8],
-    now: i64,
-) -> Result<Verified, VerifyError> {
-    let header = required_header(headers, STRIPE_SIGNATURE)?;
-    let malformed = || VerifyError::MalformedHeader(STRIPE_SIGNATURE.to_owned());
-
-    let mut timestamp_text = None;
-    let mut candidates = Vec::new();
-    for entry in bounded_entries(header, ',').ok_or_else(malformed)? {
-        match entry.split_once('=') {
-            Some(("t", value)) => {
-                // Two timestamps leave it unclear which one was signed.
-                if timestamp_text.is_some() {
-                    return Err(malformed());
-                }
-                timestamp_text = Some(value);
-            }
-            Some(("v1", value)) => candidates.extend(decode_hex_tag(value)),
-            // Stripe's libraries verify `v1` only; `v0` and unknown schemes are skipped.
-            _ => {}
-        }
-    }
-    let timestamp_text = timestamp_text.ok_or_else(malformed)?;
-    let timestamp = parse_unix_seconds(timestamp_text).ok_or_else(malformed)?;
-
-    // Stripe signs "{t}.{body}"; the `t` text is used exactly as received.
-    let signed = [timestamp_text.as_bytes(), b".", body];
-    if !any_key_matches(keys, &signed, &candidates) {
-        return Err(VerifyError::InvalidSignature);
-    }
-    // Only age is checked (see `verify`). Widened to i128 so the subtraction cannot overflow.
-    if i128::from(now) - i128::from(timestamp) > i128::from(tolerance_secs) {
-        return Err(VerifyError::TimestampOutOfTolerance);
-    }
-
-    let json: serde_json::Value =
-        serde_json::from_slice(body).map_err(|_| VerifyError::InvalidJson)?;
-    let delivery_id = json_string(&json, "/id").ok_or(VerifyError::MissingDeliveryId)?;
-    Ok(Verified {
-        delivery_id,
-        id_origin: IdOrigin::Body,
-        event_type: json_string(&json, "/type"),
-    })
-}
-
-fn verify_github(
-    keys: &[&[u8]],
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Verified, VerifyError> {
-    let header = required_header(headers, GITHUB_SIGNATURE)?;
-    let tag = header
-        .strip_prefix("sha256=")
-        .and_then(decode_hex_tag)
-        .ok_or_else(|| VerifyError::MalformedHeader(GITHUB_SIGNATURE.to_owned()))?;
-    if !any_key_matches(keys, &[body], &[tag]) {
-        return Err(VerifyError::InvalidSignature);
-    }
-
-    let delivery_id =
-        optional_header(headers, GITHUB_DELIVERY).ok_or(VerifyError::MissingDeliveryId)?;
-    Ok(Verified {
-        delivery_id,
-        id_origin: IdOrigin::Header,
-        event_type: optional_header(headers, GITHUB_EVENT),
-    })
-}
-
-fn verify_standard(
-    tolerance_secs: u64,
-    keys: &[&[u8]],
-    headers: &HeaderMap,
-    body: &[u8],
-    now: i64,
-) -> Result<Verified, VerifyError> {
-    // Take all three headers from one spelling, so a request never mixes the two.
-    let names = if !headers.contains_key(STANDARD_HEADERS.signature)
-        && headers.contains_key(SVIX_HEADERS.signature)
-    {
-        &SVIX_HEADERS
-    } else {
-        &STANDARD_HEADERS
-    };
-    let signature = required_header(headers, names.signature)?;
-    let id = required_header(headers, names.id)?;
-    let timestamp_text = required_header(headers, names.timestamp)?;
-    let timestamp = parse_unix_seconds(timestamp_text)
-        .ok_or_else(|| VerifyError::MalformedHeader(names.timestamp.to_owned()))?;
-
-    let entries = bounded_entries(signature, ' ')
-        .ok_or_else(|| VerifyError::MalformedHeader(names.signature.to_owned()))?;
-    // Entries are `<version>,<base64>`. Only `v1` is HMAC-SHA256; `v1a` (asymmetric) and
-    // anything unknown is skipped, as the reference libraries do.
-    let candidates: Vec<Tag> = entries
-        .into_iter()
-        .filter_map(|entry| match entry.split_once(',') {
-            Some(("v1", value)) => decode_base64_tag(value),
-            _ => None,
-        })
-        .collect();
-
-    let signed = [id.as_bytes(), b".", timestamp_text.as_bytes(), b".", body];
-    if !any_key_matches(keys, &signed, &candidates) {
-        return Err(VerifyError::InvalidSignature);
-    }
-    if now.abs_diff(timestamp) > tolerance_secs {
-        return Err(VerifyError::TimestampOutOfTolerance);
-    }
-
-    if id.is_empty() {
-        return Err(VerifyError::MissingDeliveryId);
-    }
-    // The type is a convenience: a body that is not JSON is still a valid delivery.
-    let event_type = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|json| json_string(&json, "/type"));
-    Ok(Verified {
-        delivery_id: id.to_owned(),
-        id_origin: IdOrigin::Header,
-        event_type,
-    })
-}
-
-fn verify_generic_hmac(
-    settings: &HmacScheme,
-    keys: &[&[u8]],
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Verified, VerifyError> {
-    let header_name = settings.signature_header.as_str();
-    let header = required_header(headers, header_name)?;
-    let encoded = header
-        .strip_prefix(settings.prefix.as_str())
-        .ok_or_else(|| VerifyError::MalformedHeader(header_name.to_owned()))?;
-    let tag = match settings.encoding {
-        SignatureEncoding::Hex => decode_hex_tag(encoded),
-        SignatureEncoding::Base64 => decode_base64_tag(encoded),
-    }
-    .ok_or_else(|| VerifyError::MalformedHeader(header_name.to_owned()))?;
-    if !any_key_matches(keys, &[body], &[tag]) {
-        return Err(VerifyError::InvalidSignature);
-    }
-
-    // Parse the body at most once, and only when a pointer needs it.
-    let needs_json =
-        matches!(settings.id, IdLocation::JsonPointer(_)) || settings.event_type_pointer.is_some();
-    let json = if needs_json {
-        serde_json::from_slice::<serde_json::Value>(body).ok()
-    } else {
-        None
-    };
-
-    let (delivery_id, id_origin) = match &settings.id {
-        IdLocation::Header(name) => (
-            optional_header(headers, name).ok_or(VerifyError::MissingDeliveryId)?,
-            IdOrigin::Header,
-        ),
-        IdLocation::JsonPointer(pointer) => {
-            let json = json.as_ref().ok_or(VerifyError::InvalidJson)?;
-            (
-                json_id(json, pointer).ok_or(VerifyError::MissingDeliveryId)?,
-                IdOrigin::Body,
-            )
-        }
-        IdLocation::BodySha256 => (hex::encode(Sha256::digest(body)), IdOrigin::BodySha256),
-    };
-    let event_type = match (&json, &settings.event_type_pointer) {
-        (Some(json), Some(pointer)) => json_string(json, pointer),
-        _ => None,
-    };
-    Ok(Verified {
-        delivery_id,
-        id_origin,
-        event_type,
-    })
-}
-
 /// The header's value, or `MissingHeader` when it is absent or not visible ASCII.
-fn required_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<&'a str, VerifyError> {
+pub(crate) fn required_header<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+) -> Result<&'a str, VerifyError> {
     // `get` with a name that is not a valid header name finds nothing; it does not panic.
     headers
         .get(name)
@@ -488,15 +369,9 @@ fn required_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<&'a str, Ve
         .ok_or_else(|| VerifyError::MissingHeader(name.to_owned()))
 }
 
-/// The header's value when present, visible ASCII and not empty.
-fn optional_header(headers: &HeaderMap, name: &str) -> Option<String> {
-    let value = headers.get(name)?.to_str().ok()?;
-    (!value.is_empty()).then(|| value.to_owned())
-}
-
 /// Splits a signature header into its entries, or `None` when it has more than
 /// `MAX_SIGNATURE_ENTRIES`.
-fn bounded_entries(value: &str, separator: char) -> Option<Vec<&str>> {
+pub(crate) fn bounded_entries(value: &str, separator: char) -> Option<Vec<&str>> {
     let entries: Vec<&str> = value
         .split(separator)
         .take(MAX_SIGNATURE_ENTRIES + 1)
@@ -504,66 +379,8 @@ fn bounded_entries(value: &str, separator: char) -> Option<Vec<&str>> {
     (entries.len() <= MAX_SIGNATURE_ENTRIES).then_some(entries)
 }
 
-/// Unix seconds written as plain decimal digits. Rejects `+`/`-` signs (which `i64::from_str`
-/// would accept), fractions, spaces and values that overflow `i64`.
-fn parse_unix_seconds(text: &str) -> Option<i64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
-}
-
-/// A hex signature that decodes to exactly 32 bytes (either letter case).
-fn decode_hex_tag(text: &str) -> Option<Tag> {
-    let bytes = hex::decode(text).ok()?;
-    Tag::try_from(bytes.as_slice()).ok()
-}
-
-/// A standard, padded base64 signature that decodes to exactly 32 bytes.
-fn decode_base64_tag(text: &str) -> Option<Tag> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .ok()?;
-    Tag::try_from(bytes.as_slice()).ok()
-}
-
-/// True when the HMAC-SHA256 of the concatenated `signed` parts under any key equals any
-/// candidate. Each key's MAC is computed once; every comparison is constant-time.
-fn any_key_matches(keys: &[&[u8]], signed: &[&[u8]], candidates: &[Tag]) -> bool {
-    keys.iter().any(|key| {
-        let Some(expected) = hmac_sha256(key, signed) else {
-            return false;
-        };
-        candidates
-            .iter()
-            .any(|candidate| bool::from(expected.ct_eq(candidate)))
-    })
-}
-
-/// HMAC-SHA256 over the concatenation of `parts`. `None` cannot happen for HMAC (it takes keys
-/// of any length), but the API is fallible and this module never panics.
-fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Option<Tag> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).ok()?;
-    for part in parts {
-        mac.update(part);
-    }
-    Some(mac.finalize().into_bytes().into())
-}
-
-/// A non-empty string at `pointer`.
-fn json_string(json: &serde_json::Value, pointer: &str) -> Option<String> {
-    let text = json.pointer(pointer)?.as_str()?;
-    (!text.is_empty()).then(|| text.to_owned())
-}
-
-/// A generic sender's delivery id at `pointer`: a non-empty string, or an integer written in
-/// decimal (integers have one canonical spelling; floats, booleans and objects do not count).
-fn json_id(json: &serde_json::Value, pointer: &str) -> Option<String> {
-    match json.pointer(pointer)? {
-        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
-        _ => json_string(json, pointer),
-    }
-}
-
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod preset_tests;

@@ -1,0 +1,246 @@
+//! The configurable signed-message kind: an HMAC (SHA-256, SHA-1 or SHA-512, hex or base64)
+//! over a message built from parts of the request, with the signature behind a prefix or in a
+//! `k=v` list, and an optional signed timestamp. Most providers' schemes are instances of it
+//! (see `presets`).
+
+use super::locate::{locate_event_type, locate_id, Body, Field, IdLocation};
+use super::mac::{self, Algorithm, SignatureEncoding};
+use super::timestamp::{parse_millis, TimestampUnit, Tolerance};
+use super::{bounded_entries, required_header, Incoming, Keys, Verified, VerifyError};
+
+/// One piece of the signed message, concatenated in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessagePart {
+    /// The raw body.
+    Body,
+    /// The timestamp, exactly as received (for a body field: a string's text or an integer's
+    /// digits).
+    Timestamp,
+    /// The delivery id header's raw bytes (needs the id in a header).
+    Id,
+    /// The HTTP method, e.g. `POST`.
+    Method,
+    /// The configured public URL, with `?` and the query string received when there is one.
+    Url,
+    /// A named header's raw bytes; `MissingHeader` when absent.
+    Header(String),
+    /// Literal text, e.g. `v0:`.
+    Text(String),
+}
+
+/// How the signature header is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignatureFormat {
+    /// The prefix (possibly empty) followed by exactly one signature, e.g. `v0=<hex>`.
+    Prefixed(String),
+    /// `k=v` entries separated by `separator`, e.g. Paddle's `ts=…;h1=…;h1=…`. Every entry
+    /// whose key is `signature_key` is a candidate (several during a rotation); entries with
+    /// other keys are ignored. `timestamp_key`, when set, names the entry holding the timestamp
+    /// (exactly one).
+    List {
+        /// Between entries, e.g. `;` or `,` (surrounding spaces are ignored).
+        separator: char,
+        /// The key of signature entries, e.g. `h1` or `v1`.
+        signature_key: String,
+        /// The key of the timestamp entry, e.g. `ts` or `t`.
+        timestamp_key: Option<String>,
+    },
+}
+
+/// Where the signed timestamp is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimestampFrom {
+    /// A request header.
+    Header(String),
+    /// A JSON pointer into the body (Linear's `webhookTimestamp`).
+    Body(String),
+    /// The signature header's `timestamp_key` entry.
+    Signature,
+}
+
+/// A signed timestamp: where it is, how it is written, how far from now it may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimestampRule {
+    /// Where it is read.
+    pub from: TimestampFrom,
+    /// How it is written.
+    pub unit: TimestampUnit,
+    /// How far from now it may be, and in which directions.
+    pub tolerance: Tolerance,
+}
+
+/// The configurable signed-message scheme.
+///
+/// Authenticity: the signature header is required; each candidate must decode (hex or base64)
+/// to exactly the MAC's length, and the message is the concatenation of `message`'s parts. A
+/// header without the prefix, or a list with no signature entry, two timestamp entries or more
+/// than 16 entries, is `MalformedHeader`. A timestamp that cannot be read is `MissingHeader`/
+/// `MalformedHeader` for headers and the signature header, `MalformedTimestamp` for a body
+/// field; it is checked against the tolerance after the signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedScheme {
+    /// The MAC's hash.
+    pub algorithm: Algorithm,
+    /// Header carrying the signature.
+    pub signature_header: String,
+    /// How each signature is written.
+    pub encoding: SignatureEncoding,
+    /// How the signature header is laid out.
+    pub format: SignatureFormat,
+    /// The signed message.
+    pub message: Vec<MessagePart>,
+    /// The signed timestamp, if the scheme has one.
+    pub timestamp: Option<TimestampRule>,
+    /// Where the delivery id comes from.
+    pub id: IdLocation,
+    /// Where the event type comes from, if anywhere.
+    pub event_type: Option<Field>,
+    /// The URL the provider posts to, for schemes that sign it (`Url` parts).
+    pub public_url: Option<String>,
+}
+
+impl SignedScheme {
+    pub(super) fn header_names(&self) -> Vec<String> {
+        let mut names = vec![self.signature_header.clone()];
+        if let Some(TimestampRule {
+            from: TimestampFrom::Header(h),
+            ..
+        }) = &self.timestamp
+        {
+            names.push(h.clone());
+        }
+        for part in &self.message {
+            if let MessagePart::Header(h) = part {
+                names.push(h.clone());
+            }
+        }
+        names.extend(self.id.header_names());
+        if let Some(Field::Header(h)) = &self.event_type {
+            names.push(h.clone());
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    pub(super) fn verify(
+        &self,
+        keys: &Keys<'_>,
+        req: &Incoming<'_>,
+        now: i64,
+    ) -> Result<Verified, VerifyError> {
+        let malformed = || VerifyError::MalformedHeader(self.signature_header.clone());
+        let header = required_header(req.headers, &self.signature_header)?;
+        let len = self.algorithm.tag_len();
+        let (candidates, list_timestamp) = match &self.format {
+            SignatureFormat::Prefixed(prefix) => {
+                let tag = header
+                    .strip_prefix(prefix.as_str())
+                    .and_then(|text| mac::decode(text, self.encoding, len))
+                    .ok_or_else(malformed)?;
+                (vec![tag], None)
+            }
+            SignatureFormat::List {
+                separator,
+                signature_key,
+                timestamp_key,
+            } => {
+                let mut candidates = Vec::new();
+                let mut signatures_seen = false;
+                let mut timestamp = None;
+                for entry in bounded_entries(header, *separator).ok_or_else(malformed)? {
+                    let Some((key, value)) = entry.trim().split_once('=') else {
+                        continue;
+                    };
+                    if key == signature_key {
+                        signatures_seen = true;
+                        candidates.extend(mac::decode(value, self.encoding, len));
+                    } else if Some(key) == timestamp_key.as_deref() {
+                        // Two timestamps leave it unclear which one was signed.
+                        if timestamp.replace(value).is_some() {
+                            return Err(malformed());
+                        }
+                    }
+                }
+                if !signatures_seen {
+                    return Err(malformed());
+                }
+                (candidates, timestamp)
+            }
+        };
+
+        let body = Body::new(req.body);
+        // The timestamp's text as signed, and its value.
+        let timestamp = match &self.timestamp {
+            None => None,
+            Some(rule) => {
+                let (text, bad) = match &rule.from {
+                    TimestampFrom::Header(name) => (
+                        required_header(req.headers, name)?.to_owned(),
+                        VerifyError::MalformedHeader(name.clone()),
+                    ),
+                    TimestampFrom::Signature => (
+                        list_timestamp.ok_or_else(malformed)?.to_owned(),
+                        malformed(),
+                    ),
+                    TimestampFrom::Body(pointer) => {
+                        let bad = VerifyError::MalformedTimestamp(format!("body {pointer}"));
+                        let text = body
+                            .json()
+                            .and_then(|json| super::locate::json_id(json, pointer))
+                            .ok_or_else(|| bad.clone())?;
+                        (text, bad)
+                    }
+                };
+                let at = parse_millis(&text, rule.unit).ok_or(bad)?;
+                Some((text, at, rule.tolerance))
+            }
+        };
+
+        let url = self
+            .message
+            .contains(&MessagePart::Url)
+            .then(|| req.url(self.public_url.as_deref().unwrap_or_default()));
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(self.message.len());
+        for part in &self.message {
+            parts.push(match part {
+                MessagePart::Body => req.body,
+                MessagePart::Timestamp => match &timestamp {
+                    Some((text, _, _)) => text.as_bytes(),
+                    None => b"",
+                },
+                MessagePart::Id => match &self.id {
+                    IdLocation::Header(name) => req
+                        .headers
+                        .get(name)
+                        .ok_or_else(|| VerifyError::MissingHeader(name.clone()))?
+                        .as_bytes(),
+                    _ => b"",
+                },
+                MessagePart::Method => req.method.as_bytes(),
+                MessagePart::Url => url.as_deref().unwrap_or_default().as_bytes(),
+                MessagePart::Header(name) => req
+                    .headers
+                    .get(name)
+                    .ok_or_else(|| VerifyError::MissingHeader(name.clone()))?
+                    .as_bytes(),
+                MessagePart::Text(text) => text.as_bytes(),
+            });
+        }
+        if !mac::any_key_matches(self.algorithm, &keys.hmac, &parts, &candidates) {
+            return Err(VerifyError::InvalidSignature);
+        }
+        if let Some((_, at, tolerance)) = timestamp {
+            if !tolerance.accepts(at, now) {
+                return Err(VerifyError::TimestampOutOfTolerance);
+            }
+        }
+
+        let (delivery_id, id_origin) = locate_id(&self.id, req.headers, &body)?;
+        Ok(Verified {
+            delivery_id,
+            id_origin,
+            event_type: locate_event_type(self.event_type.as_ref(), req.headers, &body),
+        })
+    }
+}
