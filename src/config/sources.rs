@@ -195,9 +195,67 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     if !name_ok {
         return Err("names are 1-64 characters of a-z, 0-9, - and _".into());
     }
-    let kind = spec.kind.as_str();
-    // Each setting applies to some kinds only; any other use is refused, so a typo'd kind or a
-    // setting that would be ignored never passes silently.
+    let kind = spec.kind.clone();
+    let kind = kind.as_str();
+    settings_apply(&spec, kind)?;
+    let tolerance_secs = spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
+    let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+    let mut handshake = None;
+    let scheme = match kind {
+        "stripe" => Scheme::Stripe { tolerance_secs },
+        "github" => Scheme::Github,
+        "standard" => Scheme::Standard {
+            tolerance_secs,
+            raw_secrets: match spec.secret_encoding.as_deref().unwrap_or("base64") {
+                "base64" => false,
+                "raw" => true,
+                other => return Err(format!("secret_encoding {other:?} is not base64 or raw")),
+            },
+        },
+        "hmac" => {
+            let signature_header = header_name(spec.signature_header.as_deref())
+                .ok_or("kind hmac needs a valid signature_header")?;
+            let encoding = encoding(spec.encoding.as_deref())?;
+            let id = id_location(spec.id_header, spec.id_pointer, None)?;
+            Scheme::Hmac(HmacScheme {
+                signature_header,
+                prefix: spec.prefix.unwrap_or_default(),
+                encoding,
+                id,
+                event_type_pointer: pointer(spec.event_type_pointer, "event_type_pointer")?,
+            })
+        }
+        "signed" => Scheme::Signed(signed(spec, tolerance_secs)?),
+        "token" => Scheme::Token(TokenScheme {
+            token_header: header_name(spec.token_header.as_deref())
+                .ok_or("kind token needs a valid token_header")?,
+            id: id_location(spec.id_header, spec.id_pointer, spec.id_pointers)?,
+            event_type: event_type(spec.event_type_header, spec.event_type_pointer)?,
+        }),
+        preset => {
+            let (scheme, preset_handshake) = preset_source(preset, spec)?;
+            handshake = preset_handshake;
+            scheme
+        }
+    };
+    if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_LIMIT {
+        return Err(format!(
+            "max_body_bytes must be 1..={MAX_BODY_BYTES_LIMIT}: Lambda accepts requests up to \
+             {LAMBDA_REQUEST_LIMIT} bytes, and a binary body arrives base64-encoded (4/3 as long) \
+             inside the event"
+        ));
+    }
+    Ok(Source {
+        name: name.to_string(),
+        scheme,
+        max_body_bytes,
+        handshake,
+    })
+}
+
+/// Refuses a setting the source's kind does not read, so a typo'd kind or a setting that would
+/// be ignored never passes silently.
+fn settings_apply(spec: &SourceSpec, kind: &str) -> Result<(), String> {
     let settings: [(&str, bool, &[&str]); 23] = [
         (
             "signature_header",
@@ -276,92 +334,47 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
             kinds.join(", ")
         ));
     }
-    let tolerance_secs = spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
-    let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
-    let mut handshake = None;
-    let scheme = match kind {
-        "stripe" => Scheme::Stripe { tolerance_secs },
-        "github" => Scheme::Github,
-        "standard" => Scheme::Standard {
-            tolerance_secs,
-            raw_secrets: match spec.secret_encoding.as_deref().unwrap_or("base64") {
-                "base64" => false,
-                "raw" => true,
-                other => return Err(format!("secret_encoding {other:?} is not base64 or raw")),
-            },
-        },
-        "hmac" => {
-            let signature_header = header_name(spec.signature_header.as_deref())
-                .ok_or("kind hmac needs a valid signature_header")?;
-            let encoding = encoding(spec.encoding.as_deref())?;
-            let id = id_location(spec.id_header, spec.id_pointer, None)?;
-            Scheme::Hmac(HmacScheme {
-                signature_header,
-                prefix: spec.prefix.unwrap_or_default(),
-                encoding,
-                id,
-                event_type_pointer: pointer(spec.event_type_pointer, "event_type_pointer")?,
-            })
-        }
-        "signed" => Scheme::Signed(signed(spec, tolerance_secs)?),
-        "token" => Scheme::Token(TokenScheme {
-            token_header: header_name(spec.token_header.as_deref())
-                .ok_or("kind token needs a valid token_header")?,
-            id: id_location(spec.id_header, spec.id_pointer, spec.id_pointers)?,
-            event_type: event_type(spec.event_type_header, spec.event_type_pointer)?,
-        }),
-        preset => {
-            let Some(preset) = presets::lookup(preset) else {
-                let presets: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
-                return Err(format!(
-                    "kind {preset:?} is not one of {}, or a preset: {}",
-                    KINDS.join(", "),
-                    presets.join(", ")
-                ));
-            };
-            if spec.tolerance_secs.is_some() && preset.default_tolerance_secs.is_none() {
-                return Err(format!(
-                    "tolerance_secs does not apply to kind {kind}: it signs no timestamp"
-                ));
-            }
-            let public_url = match (preset.needs_public_url, spec.public_url) {
-                (true, Some(url)) => public_url(&url)?,
-                (true, None) => {
-                    return Err(format!(
-                    "kind {kind} needs public_url: the URL the provider posts to, which it signs"
-                ))
-                }
-                (false, _) => String::new(),
-            };
-            handshake = match kind {
-                "slack" => Some(Handshake::Slack),
-                "zoom" => Some(Handshake::Zoom),
-                "twitch" => Some(Handshake::Twitch),
-                "discord" => Some(Handshake::Discord),
-                "meta" => Some(Handshake::Meta {
-                    verify_token: match spec.verify_token {
-                        Some(t) if t.is_empty() => return Err("verify_token is empty".into()),
-                        t => t.map(Secret::from_bytes),
-                    },
-                }),
-                _ => None,
-            };
-            preset.scheme(spec.tolerance_secs, &public_url)
-        }
-    };
-    if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_LIMIT {
+    Ok(())
+}
+
+/// The scheme and handshake of a named provider preset (`"kind": "slack"`, …).
+fn preset_source(kind: &str, spec: SourceSpec) -> Result<(Scheme, Option<Handshake>), String> {
+    let Some(preset) = presets::lookup(kind) else {
+        let presets: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
         return Err(format!(
-            "max_body_bytes must be 1..={MAX_BODY_BYTES_LIMIT}: Lambda accepts requests up to \
-             {LAMBDA_REQUEST_LIMIT} bytes, and a binary body arrives base64-encoded (4/3 as long) \
-             inside the event"
+            "kind {kind:?} is not one of {}, or a preset: {}",
+            KINDS.join(", "),
+            presets.join(", ")
+        ));
+    };
+    if spec.tolerance_secs.is_some() && preset.default_tolerance_secs.is_none() {
+        return Err(format!(
+            "tolerance_secs does not apply to kind {kind}: it signs no timestamp"
         ));
     }
-    Ok(Source {
-        name: name.to_string(),
-        scheme,
-        max_body_bytes,
-        handshake,
-    })
+    let public_url = match (preset.needs_public_url, spec.public_url) {
+        (true, Some(url)) => public_url(&url)?,
+        (true, None) => {
+            return Err(format!(
+                "kind {kind} needs public_url: the URL the provider posts to, which it signs"
+            ))
+        }
+        (false, _) => String::new(),
+    };
+    let handshake = match kind {
+        "slack" => Some(Handshake::Slack),
+        "zoom" => Some(Handshake::Zoom),
+        "twitch" => Some(Handshake::Twitch),
+        "discord" => Some(Handshake::Discord),
+        "meta" => Some(Handshake::Meta {
+            verify_token: match spec.verify_token {
+                Some(t) if t.is_empty() => return Err("verify_token is empty".into()),
+                t => t.map(Secret::from_bytes),
+            },
+        }),
+        _ => None,
+    };
+    Ok((preset.scheme(spec.tolerance_secs, &public_url), handshake))
 }
 
 fn header_name(name: Option<&str>) -> Option<String> {
