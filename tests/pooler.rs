@@ -272,7 +272,30 @@ async fn sixty_four_environments_over_four_server_connections_issue_exactly_one_
         .await
         .unwrap();
     let bouncer = db.pooler(PoolerSettings::transaction(POOL_SIZE));
-    let envs = environments(&bouncer.url(&db.name), POOLED, Licences, ENVIRONMENTS).await;
+    // Exactly what the template's proxy option sets: DATABASE_HOST and DATABASE_PORT at the
+    // pooler (winning over the host and port of the login) and DATABASE_POOLED=true. The URL
+    // names the server itself, so a setting that did not win would bypass the pooler.
+    let port = bouncer.port.to_string();
+    let mut proxy = vec![
+        ("DATABASE_HOST", "127.0.0.1"),
+        ("DATABASE_PORT", port.as_str()),
+    ];
+    proxy.extend_from_slice(POOLED);
+    let envs = environments(&db.direct_url(), &proxy, Licences, ENVIRONMENTS).await;
+    let server_side = support::count(
+        &admin,
+        &format!(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = '{}' AND backend_type = 'client backend'
+                AND application_name <> 'pooler-test-admin'",
+            db.name
+        ),
+    )
+    .await;
+    assert!(
+        server_side <= POOL_SIZE as i64,
+        "{server_side} server connections for {ENVIRONMENTS} environments: they bypassed the pooler"
+    );
 
     // 256 orders, each delivered three times (the sender's retries), shuffled so copies of one
     // order race each other in different environments.
