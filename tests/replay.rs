@@ -150,7 +150,7 @@ async fn bulk_replay_after_an_outage_stops_at_the_deadline_finishes_next_time_an
         vec![("dead".into(), 8, PER_SOURCE as i64)]
     );
 
-    // Under a short deadline (0.15 s of work, less than 500 replays take on a fast machine), with
+    // Under a short deadline (0.1 s of work, less than 500 replays take on a fast machine), with
     // new deliveries and redeliveries of the dead ones arriving.
     let redelivered: Vec<usize> = (1..=PER_SOURCE).step_by(10).collect();
     let arriving = tokio::spawn({
@@ -161,7 +161,7 @@ async fn bulk_replay_after_an_outage_stops_at_the_deadline_finishes_next_time_an
     let short = first
         .handle(
             replay_all("github"),
-            SystemTime::now() + Duration::from_millis(1150),
+            SystemTime::now() + Duration::from_millis(1100),
         )
         .await
         .unwrap();
