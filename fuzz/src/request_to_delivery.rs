@@ -9,7 +9,7 @@ use http::Method;
 use sha2::{Digest as _, Sha256};
 
 use hookclaim::handshake::{self, Handshake};
-use hookclaim::verify::{self, Incoming, IdOrigin, Scheme, VerifyError};
+use hookclaim::verify::{self, IdOrigin, Incoming, Scheme, VerifyError};
 use hookclaim::webhook;
 
 use crate::fixtures::{samples, SAMPLE_CLOCK};

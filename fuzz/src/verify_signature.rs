@@ -510,16 +510,14 @@ fn sample_key_texts() -> &'static [String] {
         let names = crate::fixtures::samples().secrets.0.keys();
         names
             .flat_map(|name| {
-                [false, true]
-                    .into_iter()
-                    .flat_map(move |standard| {
-                        let format = if standard {
-                            SecretFormat::StandardWebhooks
-                        } else {
-                            SecretFormat::Raw
-                        };
-                        sample_secrets(name, format).unwrap_or_default()
-                    })
+                [false, true].into_iter().flat_map(move |standard| {
+                    let format = if standard {
+                        SecretFormat::StandardWebhooks
+                    } else {
+                        SecretFormat::Raw
+                    };
+                    sample_secrets(name, format).unwrap_or_default()
+                })
             })
             .filter_map(|s| String::from_utf8(s.expose().to_vec()).ok())
             .collect()
