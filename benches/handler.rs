@@ -748,13 +748,14 @@ impl Scripts {
         let dir = common::out_dir().join("pgbench");
         std::fs::create_dir_all(&dir).expect("pgbench script dir");
         // CLAIM's parameters: source, delivery id, id origin, store-only, owner, lease seconds,
-        // event type, payload, payload hash, kept headers. `t`/`f` are -D true/false.
+        // event type, payload, payload hash, kept headers, attempt cap, long key retention (a
+        // GitHub source has it). `t`/`f` are -D true/false.
         let claim = |store_only: &str| {
             with_vars(
                 &sql.claim,
                 &[
                     "source", "id", "origin", store_only, "owner", "lease", "event", "payload",
-                    "sha", "headers",
+                    "sha", "headers", "max", "t",
                 ],
             )
         };
@@ -844,6 +845,7 @@ async fn pgbench(
         ("sha", common::sha256_bytea(sample.as_bytes())),
         ("headers", common::kept_headers_json(1)),
         ("attempt", "1".to_string()),
+        ("max", "8".to_string()),
     ];
     let threads = clients.min(2);
     let mut cmd = tokio::process::Command::new(&ctx.pgbench);

@@ -31,6 +31,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "lean_retention_indexes",
         sql: include_str!("../migrations/0002_lean_retention_indexes.sql"),
     },
+    Migration {
+        version: 3,
+        name: "key_retention",
+        sql: include_str!("../migrations/0003_key_retention.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.

@@ -35,6 +35,9 @@ pub struct NewDelivery<'a> {
     pub payload_sha256: &'a [u8],
     /// The request headers worth keeping (signature headers and ids), lower-case names.
     pub headers: &'a BTreeMap<String, String>,
+    /// Its key is kept past its payload (`KEY_RETENTION_DAYS`): its source's signatures do not
+    /// expire.
+    pub long_key_retention: bool,
 }
 
 /// The claimant: who asks, and how long its claim may last.
@@ -143,10 +146,10 @@ const CLAIM: &str = concat!(
 claimed AS (
     INSERT INTO hookclaim_deliveries AS d
         (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
-         event_type, payload, payload_sha256, headers, completed_at)
+         event_type, payload, payload_sha256, headers, completed_at, key_outlives_payload)
     SELECT $1, $2, $3, CASE WHEN $4 THEN 'done' ELSE 'processing' END, 1, $5,
            CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
-           $7, $8, $9, $10, CASE WHEN $4 THEN now() END
+           $7, $8, $9, $10, CASE WHEN $4 THEN now() END, $12
      WHERE NOT EXISTS (SELECT 1 FROM found)
         OR EXISTS (SELECT 1 FROM found AS f WHERE ",
     takeover_condition!("f"),
@@ -203,7 +206,7 @@ pub async fn claim(
 ) -> Result<Claim, Error> {
     let headers = Json(delivery.headers);
     let lease_secs = claimant.lease.as_secs_f64();
-    let params: [(&(dyn ToSql + Sync), Type); 11] = [
+    let params: [(&(dyn ToSql + Sync), Type); 12] = [
         (&delivery.source, Type::TEXT),
         (&delivery.delivery_id, Type::TEXT),
         (&delivery.id_origin.as_str(), Type::TEXT),
@@ -215,6 +218,7 @@ pub async fn claim(
         (&delivery.payload_sha256, Type::BYTEA),
         (&headers, Type::JSONB),
         (&claimant.max_attempts, Type::INT4),
+        (&delivery.long_key_retention, Type::BOOL),
     ];
     let answer = match connection::query(on, CLAIM, &params)
         .await?
@@ -627,22 +631,65 @@ pub async fn reclaim_next(
 /// change before the DELETE in the same statement. `SKIP LOCKED` steps over rows a concurrent
 /// claim holds (a redelivery of an old key), so the purge never waits on a claim, and the batch is
 /// its own short autocommit statement, so a claim never waits on the purge for longer than that.
-const PURGE_BATCH: &str = "DELETE FROM hookclaim_deliveries
+macro_rules! purge_batch {
+    ($kind:literal) => {
+        concat!(
+            "DELETE FROM hookclaim_deliveries
  WHERE ctid = ANY(ARRAY(
        SELECT ctid FROM hookclaim_deliveries
-        WHERE status IN ('done', 'dead')
+        WHERE status IN ('done', 'dead') AND ",
+            $kind,
+            "
           AND completed_at < now() - make_interval(secs => $1)
         ORDER BY completed_at
         LIMIT $2
-          FOR UPDATE SKIP LOCKED))";
+          FOR UPDATE SKIP LOCKED))"
+        )
+    };
+}
 
-/// Deletes up to `limit` `done`/`dead` rows that completed more than `older_than` ago; returns how
-/// many it deleted. Fewer than `limit` means nothing more was purgeable (or the rest was locked).
-pub async fn purge_batch(on: &impl Runner, older_than: Duration, limit: i64) -> Result<u64, Error> {
+const PURGE_BATCH: [&str; 2] = [
+    purge_batch!("NOT key_outlives_payload"),
+    purge_batch!("key_outlives_payload"),
+];
+
+/// Which finished rows a purge or trim statement walks. Each kind has its own index, so a walk
+/// never steps over rows of the other kind that are not due yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRetention {
+    /// The key goes with the row at `RETENTION_DAYS`.
+    WithPayload,
+    /// The key is kept to `KEY_RETENTION_DAYS`; the payload goes at `RETENTION_DAYS`.
+    Long,
+}
+
+impl KeyRetention {
+    /// This kind's variant of a statement written for both: a partial index's predicate must be
+    /// literal in the statement for the planner to use the index.
+    fn pick(self, statements: [&'static str; 2]) -> &'static str {
+        match self {
+            KeyRetention::WithPayload => statements[0],
+            KeyRetention::Long => statements[1],
+        }
+    }
+}
+
+/// Deletes up to `limit` `done`/`dead` rows of `kind` that completed more than `older_than` ago;
+/// returns how many it deleted. Fewer than `limit` means nothing more was purgeable (or the rest
+/// was locked).
+pub async fn purge_batch(
+    on: &impl Runner,
+    kind: KeyRetention,
+    older_than: Duration,
+    limit: i64,
+) -> Result<u64, Error> {
     let client = on.client();
     let secs = older_than.as_secs_f64();
     client
-        .execute_typed(PURGE_BATCH, &[(&secs, Type::FLOAT8), (&limit, Type::INT8)])
+        .execute_typed(
+            kind.pick(PURGE_BATCH),
+            &[(&secs, Type::FLOAT8), (&limit, Type::INT8)],
+        )
         .await
 }
 
@@ -652,10 +699,14 @@ pub async fn purge_batch(on: &impl Runner, older_than: Duration, limit: i64) -> 
 /// back, which keeps its payload until it is purged). A backward walk of the purge index from
 /// the horizon finds it after passing the rows this run is about to trim.
 macro_rules! trimmed_up_to {
-    () => {
-        "(SELECT max(completed_at) FROM hookclaim_deliveries
-              WHERE status = 'done' AND payload IS NULL
+    ($kind:literal) => {
+        concat!(
+            "(SELECT max(completed_at) FROM hookclaim_deliveries
+              WHERE status = 'done' AND payload IS NULL AND ",
+            $kind,
+            "
                 AND completed_at < now() - make_interval(secs => $1))"
+        )
     };
 }
 
@@ -666,24 +717,35 @@ macro_rules! trimmed_up_to {
 /// the previous batch's last row, or for a run's first batch where earlier runs stopped. So a
 /// run reads about what it trims instead of every already trimmed row younger than the purge
 /// horizon.
-const TRIM_BATCH: &str = concat!(
-    "WITH trimmed AS (
+macro_rules! trim_batch {
+    ($kind:literal) => {
+        concat!(
+            "WITH trimmed AS (
     UPDATE hookclaim_deliveries
        SET payload = NULL, payload_trimmed_at = now(), updated_at = now()
      WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM hookclaim_deliveries
-            WHERE status = 'done' AND payload IS NOT NULL
+            WHERE status = 'done' AND ",
+            $kind,
+            " AND payload IS NOT NULL
               AND completed_at < now() - make_interval(secs => $1)
               AND completed_at >= coalesce($2, ",
-    trimmed_up_to!(),
-    ", '-infinity'::timestamptz)
+            trimmed_up_to!($kind),
+            ", '-infinity'::timestamptz)
             ORDER BY completed_at
             LIMIT $3
               FOR UPDATE SKIP LOCKED))
     RETURNING completed_at
 )
 SELECT count(*), max(completed_at) FROM trimmed"
-);
+        )
+    };
+}
+
+const TRIM_BATCH: [&str; 2] = [
+    trim_batch!("NOT key_outlives_payload"),
+    trim_batch!("key_outlives_payload"),
+];
 
 /// One trim batch's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -694,10 +756,12 @@ pub struct Trimmed {
     pub cursor: Option<SystemTime>,
 }
 
-/// Drops up to `limit` payloads of `done` rows that completed more than `older_than` ago and not
-/// before `cursor` (the previous batch's [`Trimmed::cursor`]; `None` for the first batch).
+/// Drops up to `limit` payloads of `done` rows of `kind` that completed more than `older_than`
+/// ago and not before `cursor` (the previous batch's [`Trimmed::cursor`]; `None` for the first
+/// batch).
 pub async fn trim_batch(
     on: &impl Runner,
+    kind: KeyRetention,
     older_than: Duration,
     cursor: Option<SystemTime>,
     limit: i64,
@@ -706,7 +770,7 @@ pub async fn trim_batch(
     let secs = older_than.as_secs_f64();
     let row = client
         .query_typed_one(
-            TRIM_BATCH,
+            kind.pick(TRIM_BATCH),
             &[
                 (&secs, Type::FLOAT8),
                 (&cursor, Type::TIMESTAMPTZ),
@@ -733,15 +797,32 @@ pub async fn count_reclaimable(on: &impl Runner) -> Result<u64, Error> {
     Ok(n as u64)
 }
 
-const COUNT_PURGEABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
- WHERE status IN ('done', 'dead') AND completed_at < now() - make_interval(secs => $1)";
+macro_rules! count_purgeable {
+    ($kind:literal) => {
+        concat!(
+            "SELECT count(*) FROM hookclaim_deliveries
+ WHERE status IN ('done', 'dead') AND ",
+            $kind,
+            " AND completed_at < now() - make_interval(secs => $1)"
+        )
+    };
+}
 
-/// How many rows [`purge_batch`] with the same `older_than` would delete in total.
-pub async fn count_purgeable(on: &impl Runner, older_than: Duration) -> Result<u64, Error> {
+const COUNT_PURGEABLE: [&str; 2] = [
+    count_purgeable!("NOT key_outlives_payload"),
+    count_purgeable!("key_outlives_payload"),
+];
+
+/// How many rows [`purge_batch`] with the same `kind` and `older_than` would delete in total.
+pub async fn count_purgeable(
+    on: &impl Runner,
+    kind: KeyRetention,
+    older_than: Duration,
+) -> Result<u64, Error> {
     let client = on.client();
     let secs = older_than.as_secs_f64();
     let n: i64 = client
-        .query_typed_one(COUNT_PURGEABLE, &[(&secs, Type::FLOAT8)])
+        .query_typed_one(kind.pick(COUNT_PURGEABLE), &[(&secs, Type::FLOAT8)])
         .await?
         .get(0);
     Ok(n as u64)
@@ -749,20 +830,32 @@ pub async fn count_purgeable(on: &impl Runner, older_than: Duration) -> Result<u
 
 /// Rows past the purge horizon (`$2`) are left out: the purge deletes them first. Counted from
 /// where the next trim starts, like [`TRIM_BATCH`], so the count reads what the trim would.
-const COUNT_TRIMMABLE: &str = concat!(
-    "SELECT count(*) FROM hookclaim_deliveries
- WHERE status = 'done' AND payload IS NOT NULL
+macro_rules! count_trimmable {
+    ($kind:literal) => {
+        concat!(
+            "SELECT count(*) FROM hookclaim_deliveries
+ WHERE status = 'done' AND ",
+            $kind,
+            " AND payload IS NOT NULL
    AND completed_at < now() - make_interval(secs => $1)
    AND completed_at >= now() - make_interval(secs => $2)
    AND completed_at >= coalesce(",
-    trimmed_up_to!(),
-    ", '-infinity'::timestamptz)"
-);
+            trimmed_up_to!($kind),
+            ", '-infinity'::timestamptz)"
+        )
+    };
+}
 
-/// How many payloads [`trim_batch`] with `older_than` would drop once rows past `purge_after` are
-/// purged.
+const COUNT_TRIMMABLE: [&str; 2] = [
+    count_trimmable!("NOT key_outlives_payload"),
+    count_trimmable!("key_outlives_payload"),
+];
+
+/// How many payloads [`trim_batch`] with `kind` and `older_than` would drop once rows past
+/// `purge_after` are purged.
 pub async fn count_trimmable(
     on: &impl Runner,
+    kind: KeyRetention,
     older_than: Duration,
     purge_after: Duration,
 ) -> Result<u64, Error> {
@@ -771,8 +864,78 @@ pub async fn count_trimmable(
     let purge_secs = purge_after.as_secs_f64();
     let n: i64 = client
         .query_typed_one(
-            COUNT_TRIMMABLE,
+            kind.pick(COUNT_TRIMMABLE),
             &[(&trim_secs, Type::FLOAT8), (&purge_secs, Type::FLOAT8)],
+        )
+        .await?
+        .get(0);
+    Ok(n as u64)
+}
+
+/// Drops the payloads of one batch of dead rows, oldest first: those of rows with a long key
+/// retention after `$2` (their payload retention), those of other rows after `$1` (`NULL`: never,
+/// they stay for a manual replay until purged). Dead rows are few, and the partial index of dead
+/// rows that still hold a payload has nothing else in it, so no cursor is needed.
+const TRIM_DEAD_BATCH: &str = "WITH trimmed AS (
+    UPDATE hookclaim_deliveries
+       SET payload = NULL, payload_trimmed_at = now(), updated_at = now()
+     WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM hookclaim_deliveries
+            WHERE status = 'dead' AND payload IS NOT NULL
+              AND completed_at < CASE WHEN key_outlives_payload
+                                  THEN now() - make_interval(secs => $2)
+                                  ELSE now() - make_interval(secs => $1) END
+            ORDER BY completed_at
+            LIMIT $3
+              FOR UPDATE SKIP LOCKED))
+    RETURNING 1
+)
+SELECT count(*) FROM trimmed";
+
+/// Drops up to `limit` payloads of dead rows (see [`TRIM_DEAD_BATCH`]): after `older_than` where
+/// the key goes with the row, after `long_key_after` where the key is kept longer.
+pub async fn trim_dead_batch(
+    on: &impl Runner,
+    older_than: Option<Duration>,
+    long_key_after: Duration,
+    limit: i64,
+) -> Result<u64, Error> {
+    let client = on.client();
+    let secs = older_than.map(|d| d.as_secs_f64());
+    let long_secs = long_key_after.as_secs_f64();
+    let n: i64 = client
+        .query_typed_one(
+            TRIM_DEAD_BATCH,
+            &[
+                (&secs, Type::FLOAT8),
+                (&long_secs, Type::FLOAT8),
+                (&limit, Type::INT8),
+            ],
+        )
+        .await?
+        .get(0);
+    Ok(n as u64)
+}
+
+const COUNT_DEAD_TRIMMABLE: &str = "SELECT count(*) FROM hookclaim_deliveries
+ WHERE status = 'dead' AND payload IS NOT NULL
+   AND completed_at < CASE WHEN key_outlives_payload
+                          THEN now() - make_interval(secs => $2)
+                          ELSE now() - make_interval(secs => $1) END";
+
+/// How many payloads [`trim_dead_batch`] with the same horizons would drop in total.
+pub async fn count_dead_trimmable(
+    on: &impl Runner,
+    older_than: Option<Duration>,
+    long_key_after: Duration,
+) -> Result<u64, Error> {
+    let client = on.client();
+    let secs = older_than.map(|d| d.as_secs_f64());
+    let long_secs = long_key_after.as_secs_f64();
+    let n: i64 = client
+        .query_typed_one(
+            COUNT_DEAD_TRIMMABLE,
+            &[(&secs, Type::FLOAT8), (&long_secs, Type::FLOAT8)],
         )
         .await?
         .get(0);
@@ -1138,19 +1301,46 @@ impl Session<'_> {
     }
 
     /// [`purge_batch`].
-    pub async fn purge_batch(&mut self, older_than: Duration, limit: i64) -> Result<u64, DbError> {
-        self.run(|c, _| Box::pin(purge_batch(c, older_than, limit)))
+    pub async fn purge_batch(
+        &mut self,
+        kind: KeyRetention,
+        older_than: Duration,
+        limit: i64,
+    ) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(purge_batch(c, kind, older_than, limit)))
             .await
     }
 
     /// [`trim_batch`].
     pub async fn trim_batch(
         &mut self,
+        kind: KeyRetention,
         older_than: Duration,
         cursor: Option<SystemTime>,
         limit: i64,
     ) -> Result<Trimmed, DbError> {
-        self.run(|c, _| Box::pin(trim_batch(c, older_than, cursor, limit)))
+        self.run(|c, _| Box::pin(trim_batch(c, kind, older_than, cursor, limit)))
+            .await
+    }
+
+    /// [`trim_dead_batch`].
+    pub async fn trim_dead_batch(
+        &mut self,
+        older_than: Option<Duration>,
+        long_key_after: Duration,
+        limit: i64,
+    ) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(trim_dead_batch(c, older_than, long_key_after, limit)))
+            .await
+    }
+
+    /// [`count_dead_trimmable`].
+    pub async fn count_dead_trimmable(
+        &mut self,
+        older_than: Option<Duration>,
+        long_key_after: Duration,
+    ) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(count_dead_trimmable(c, older_than, long_key_after)))
             .await
     }
 
@@ -1160,18 +1350,23 @@ impl Session<'_> {
     }
 
     /// [`count_purgeable`].
-    pub async fn count_purgeable(&mut self, older_than: Duration) -> Result<u64, DbError> {
-        self.run(|c, _| Box::pin(count_purgeable(c, older_than)))
+    pub async fn count_purgeable(
+        &mut self,
+        kind: KeyRetention,
+        older_than: Duration,
+    ) -> Result<u64, DbError> {
+        self.run(|c, _| Box::pin(count_purgeable(c, kind, older_than)))
             .await
     }
 
     /// [`count_trimmable`].
     pub async fn count_trimmable(
         &mut self,
+        kind: KeyRetention,
         older_than: Duration,
         purge_after: Duration,
     ) -> Result<u64, DbError> {
-        self.run(|c, _| Box::pin(count_trimmable(c, older_than, purge_after)))
+        self.run(|c, _| Box::pin(count_trimmable(c, kind, older_than, purge_after)))
             .await
     }
 

@@ -284,6 +284,7 @@ impl<P: Processor> Webhook<P> {
             payload: body,
             payload_sha256: &payload_sha256,
             headers: &headers,
+            long_key_retention: source.long_key_retention,
         };
         let owner = owner_token();
         let claimant = Claimant {

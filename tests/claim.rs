@@ -41,6 +41,7 @@ impl Sample {
             payload: &self.body,
             payload_sha256: &self.hash,
             headers: &self.headers,
+            long_key_retention: false,
         }
     }
 }

@@ -25,7 +25,9 @@ async fn retention<P: Processor>(db: &TestDb, processor: P) -> Retention<P> {
     let database = hookclaim::environment::database(&config).await.unwrap();
     let settings = RetentionSettings {
         retention: Duration::from_secs(30 * 86_400),
+        key_retention: Duration::from_secs(365 * 86_400),
         trim_after: None,
+        trim_dead_after: None,
         batch_size: 1000,
         deadline_margin: Duration::from_secs(1),
     };

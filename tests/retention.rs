@@ -26,7 +26,9 @@ const DAY: u64 = 86_400;
 fn settings() -> RetentionSettings {
     RetentionSettings {
         retention: Duration::from_secs(30 * DAY),
+        key_retention: Duration::from_secs(365 * DAY),
         trim_after: None,
+        trim_dead_after: None,
         batch_size: 1000,
         deadline_margin: Duration::from_secs(1),
     }
@@ -94,18 +96,24 @@ fn order_body(id: &str, order: &str) -> String {
     .to_string()
 }
 
-/// Claims a delivery as a webhook invocation `owner` would: processing, with its payload.
+/// Claims a Stripe delivery as a webhook invocation `owner` would: processing, with its payload.
 async fn claim(c: &Client, id: &str, body: &str, owner: &str) -> Claim {
+    claim_as(c, "stripe", id, body, owner).await
+}
+
+/// [`claim`] from `source`.
+async fn claim_as(c: &Client, source: &str, id: &str, body: &str, owner: &str) -> Claim {
     let hash = Sha256::digest(body.as_bytes());
     let headers = BTreeMap::from([("stripe-signature".to_string(), "t=1,v1=ab".to_string())]);
     let new = NewDelivery {
-        source: "stripe",
+        source,
         delivery_id: id,
         id_origin: IdOrigin::Body,
         event_type: Some("checkout.session.completed"),
         payload: body.as_bytes(),
         payload_sha256: &hash,
         headers: &headers,
+        long_key_retention: false,
     };
     let claimant = Claimant {
         owner,
@@ -467,6 +475,96 @@ async fn purge_deletes_exactly_the_finished_rows_past_the_horizon() {
     for kept in ["recent_done", "recent_dead", "old_processing", "old_failed"] {
         assert!(exists(&c, "stripe", kept).await, "{kept} must stay");
     }
+}
+
+/// Marks `id`'s key as one kept past its payload, as the webhook does for a source whose
+/// signatures do not expire.
+async fn keep_key_longer(c: &Client, id: &str) {
+    c.execute(
+        "UPDATE hookclaim_deliveries SET key_outlives_payload = true WHERE delivery_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_kept_key_outlives_its_payload_so_a_late_replay_is_still_a_duplicate() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let r = retention(&db, StoreOnly, settings(), usual_policy()).await;
+    // Past RETENTION_DAYS (30): a row whose key goes with it, and kept keys, done and dead.
+    insert(&c, "stripe", "timed_old", "done", 40).await;
+    for (id, status) in [("untimed_old", "done"), ("untimed_old_dead", "dead")] {
+        insert(&c, "github", id, status, 40).await;
+        keep_key_longer(&c, id).await;
+    }
+    // Within the payload window, and past KEY_RETENTION_DAYS (365).
+    insert(&c, "github", "untimed_fresh", "done", 3).await;
+    keep_key_longer(&c, "untimed_fresh").await;
+    insert(&c, "github", "untimed_ancient", "done", 400).await;
+    keep_key_longer(&c, "untimed_ancient").await;
+
+    let report = run(&r).await;
+
+    assert_eq!(
+        report.purged, 2,
+        "the timed row at 30 days, the kept key at 365"
+    );
+    assert!(!exists(&c, "stripe", "timed_old").await);
+    assert!(!exists(&c, "github", "untimed_ancient").await);
+    assert_eq!(report.trimmed, 2, "the kept keys' payloads go at 30 days");
+    for id in ["untimed_old", "untimed_old_dead"] {
+        let st = state(&c, "github", id).await;
+        assert!(!st.has_payload, "{id} lost its payload");
+    }
+    assert!(state(&c, "github", "untimed_fresh").await.has_payload);
+    assert_eq!(report.remaining.map(|b| (b.purge, b.trim)), Some((0, 0)));
+
+    // A captured request replayed after the payload window: still a duplicate.
+    let replayed = claim_as(&c, "github", "untimed_old", "untimed_old", "attacker").await;
+    assert_eq!(replayed, Claim::Done { same_payload: true });
+    let again = run(&r).await;
+    assert_eq!((again.purged, again.trimmed), (0, 0));
+}
+
+#[tokio::test]
+async fn dead_payloads_stay_for_a_manual_replay_unless_their_own_trim_window_is_set() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    insert(&c, "stripe", "dead_10_days", "dead", 10).await;
+    insert(&c, "stripe", "dead_3_days", "dead", 3).await;
+    insert(&c, "stripe", "done_10_days", "done", 10).await;
+
+    // By default a dead row keeps its payload until it is purged.
+    let keeping = retention(&db, StoreOnly, settings(), usual_policy()).await;
+    let report = run(&keeping).await;
+    assert_eq!(report.trimmed, 0);
+    assert!(state(&c, "stripe", "dead_10_days").await.has_payload);
+
+    // TRIM_DEAD_PAYLOAD_AFTER_DAYS=7: dead payloads past it go; the rest stays.
+    let trimming_dead = RetentionSettings {
+        trim_dead_after: Some(Duration::from_secs(7 * DAY)),
+        batch_size: 1,
+        ..settings()
+    };
+    let r = retention(&db, StoreOnly, trimming_dead, usual_policy()).await;
+    let dry = r
+        .handle(json!({"command": "dry_run"}), in_a_minute())
+        .await
+        .expect("dry run");
+    assert_eq!(
+        dry.would.map(|b| b.trim),
+        Some(1),
+        "the dry run counts what the run drops"
+    );
+    let report = run(&r).await;
+    assert_eq!(report.trimmed, 1);
+    let st = state(&c, "stripe", "dead_10_days").await;
+    assert_eq!((st.status.as_str(), st.has_payload), ("dead", false));
+    assert!(state(&c, "stripe", "dead_3_days").await.has_payload);
+    assert!(state(&c, "stripe", "done_10_days").await.has_payload);
+    assert_eq!(run(&r).await.trimmed, 0);
 }
 
 #[tokio::test]

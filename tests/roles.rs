@@ -318,6 +318,7 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
             payload: b"{}",
             payload_sha256: &hash,
             headers: &Default::default(),
+            long_key_retention: true,
         },
         Claimant {
             owner: "someone-else",

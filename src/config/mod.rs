@@ -228,6 +228,34 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_sources_whose_signatures_do_not_expire_are_kept_longer_by_default() {
+        let sources = r#"{"stripe":{"kind":"stripe"},"github":{"kind":"github"},
+            "gitlab":{"kind":"gitlab"},"slack":{"kind":"slack"},
+            "pinned":{"kind":"stripe","long_key_retention":true},
+            "short":{"kind":"github","long_key_retention":false}}"#;
+        let config = with(&[("HOOKCLAIM_SOURCES", sources)]).unwrap();
+        let long = |name: &str| config.sources[name].long_key_retention;
+        assert!(
+            !long("stripe") && !long("slack"),
+            "signed timestamps expire"
+        );
+        assert!(
+            long("github") && long("gitlab"),
+            "nothing in the request expires"
+        );
+        assert!(
+            long("pinned") && !long("short"),
+            "the source's own setting wins"
+        );
+        let r = &config.retention;
+        assert_eq!(r.key_retention, Duration::from_secs(365 * 86_400));
+        assert_eq!((r.trim_after, r.trim_dead_after), (None, None));
+        // A RETENTION_DAYS beyond the default key retention raises it too.
+        let long_payloads = with(&[("RETENTION_DAYS", "400")]).unwrap().retention;
+        assert_eq!(long_payloads.key_retention, long_payloads.retention);
+    }
+
+    #[test]
     fn each_bad_setting_is_named_in_the_error() {
         let cases: &[(&[(&str, &str)], &str)] = &[
             (&[("HOOKCLAIM_SOURCES", "{")], "HOOKCLAIM_SOURCES"),
@@ -261,6 +289,21 @@ mod tests {
             (&[("DATABASE_TLS", "verify-full")], "DATABASE_CA_FILE"),
             (&[("MAX_ATTEMPTS", "0")], "MAX_ATTEMPTS"),
             (&[("RETENTION_DAYS", "ten")], "RETENTION_DAYS"),
+            (
+                &[("RETENTION_DAYS", "90"), ("KEY_RETENTION_DAYS", "60")],
+                "KEY_RETENTION_DAYS",
+            ),
+            (
+                &[("TRIM_DEAD_PAYLOAD_AFTER_DAYS", "31")],
+                "TRIM_DEAD_PAYLOAD_AFTER_DAYS",
+            ),
+            (
+                &[(
+                    "HOOKCLAIM_SOURCES",
+                    r#"{"g":{"kind":"github","long_key_retention":"yes"}}"#,
+                )],
+                "HOOKCLAIM_SOURCES",
+            ),
             (&[("HOOKCLAIM_PROCESSOR", "magic")], "HOOKCLAIM_PROCESSOR"),
             (&[("HOOKCLAIM_PROCESSOR", "forward")], "FORWARD_URL"),
             (

@@ -47,10 +47,16 @@ impl RetryPolicy {
 /// What the retention function does on a scheduled run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetentionSettings {
-    /// Finished rows older than this are deleted.
+    /// Finished rows older than this are deleted; rows whose key is kept longer lose their
+    /// payload at this age instead.
     pub retention: Duration,
+    /// Finished rows of sources with a long key retention are deleted at this age.
+    pub key_retention: Duration,
     /// Payloads of done rows older than this are dropped (the key stays); `None` keeps them.
     pub trim_after: Option<Duration>,
+    /// Payloads of dead rows older than this are dropped; `None` keeps them for a manual replay
+    /// until the row is purged.
+    pub trim_dead_after: Option<Duration>,
     /// Rows per purge or trim statement.
     pub batch_size: i64,
     /// The run stops this long before the invocation's deadline.
@@ -66,16 +72,29 @@ pub(super) fn read_retry(get: Lookup<'_>) -> Result<RetryPolicy, ConfigError> {
     })
 }
 
+/// How long, by default, the keys of sources whose signatures do not expire are kept: a year,
+/// past any sender's retry schedule and the usual life of a webhook secret.
+pub const DEFAULT_KEY_RETENTION_DAYS: u64 = 365;
+
 /// Reads the retention function's settings.
 pub(super) fn read_retention(get: Lookup<'_>) -> Result<RetentionSettings, ConfigError> {
     let retention_days = int(get, "RETENTION_DAYS", 30, 1, 36500)?;
-    let trim_days = match get("TRIM_PAYLOAD_AFTER_DAYS") {
-        None => None,
-        Some(_) => Some(int(get, "TRIM_PAYLOAD_AFTER_DAYS", 0, 0, retention_days)?),
+    let key_days = int(
+        get,
+        "KEY_RETENTION_DAYS",
+        DEFAULT_KEY_RETENTION_DAYS.max(retention_days),
+        retention_days,
+        36500,
+    )?;
+    let optional_days = |setting| match get(setting) {
+        None => Ok(None),
+        Some(_) => int(get, setting, 0, 0, retention_days).map(|d| Some(days(d))),
     };
     Ok(RetentionSettings {
         retention: days(retention_days),
-        trim_after: trim_days.map(days),
+        key_retention: days(key_days),
+        trim_after: optional_days("TRIM_PAYLOAD_AFTER_DAYS")?,
+        trim_dead_after: optional_days("TRIM_DEAD_PAYLOAD_AFTER_DAYS")?,
         batch_size: int(get, "PURGE_BATCH_SIZE", 5000, 1, 100_000)? as i64,
         deadline_margin: Duration::from_secs(secs(get, "RETENTION_DEADLINE_MARGIN_SECS", 5)?),
     })

@@ -43,6 +43,9 @@ pub struct Source {
     pub max_body_bytes: usize,
     /// The provider's handshakes this source answers, if any (set by presets).
     pub handshake: Option<Handshake>,
+    /// Its delivery keys are kept for `KEY_RETENTION_DAYS`, past the payload's `RETENTION_DAYS`
+    /// (`long_key_retention`; by default, when its scheme does not refuse old requests).
+    pub long_key_retention: bool,
 }
 
 /// Where webhook secrets come from. `Debug` leaves the inline document out.
@@ -86,6 +89,7 @@ struct SourceSpec {
     kind: String,
     tolerance_secs: Option<u64>,
     max_body_bytes: Option<usize>,
+    long_key_retention: Option<bool>,
     // hmac, signed
     signature_header: Option<String>,
     prefix: Option<String>,
@@ -200,6 +204,7 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     settings_apply(&spec, kind)?;
     let tolerance_secs = spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
     let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+    let long_key_retention = spec.long_key_retention;
     let mut handshake = None;
     let scheme = match kind {
         "stripe" => Scheme::Stripe { tolerance_secs },
@@ -247,6 +252,7 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     }
     Ok(Source {
         name: name.to_string(),
+        long_key_retention: long_key_retention.unwrap_or(!scheme.refuses_old_requests()),
         scheme,
         max_body_bytes,
         handshake,

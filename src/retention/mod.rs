@@ -28,6 +28,7 @@ pub use {
 };
 
 use crate::config::{Config, RetentionSettings, RetryPolicy};
+use run::Horizons;
 use crate::db::{Database, DbError};
 use crate::observe;
 use crate::processor::Processor;
@@ -176,17 +177,19 @@ impl<P: Processor> Retention<P> {
             Command::Migrate {} => self.migrate(&mut session, report).await,
             Command::Run {} => self.run(&mut session, clock, report).await,
             Command::DryRun {} => {
-                report.would = Some(self.backlog(&mut session, self.settings.retention).await?);
+                let horizons = Horizons::of(&self.settings);
+                report.would = Some(self.backlog(&mut session, horizons).await?);
                 Ok(())
             }
             Command::Purge {
                 older_than_days, ..
             } => {
                 let horizon = Duration::from_secs(u64::from(*older_than_days) * 86_400);
-                let finished = self.purge(&mut session, horizon, clock, report).await?;
+                let horizons = Horizons::all(horizon);
+                let finished = self.purge(&mut session, horizons, clock, report).await?;
                 report.stopped_early = !finished;
                 report.remaining = self
-                    .remaining(&mut session, clock, horizon, finished, true)
+                    .remaining(&mut session, clock, horizons, finished, true)
                     .await;
                 Ok(())
             }

@@ -11,7 +11,10 @@ use crate::db::{classify, DbError, Session};
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::schema;
-use crate::store::{self, Attempt, Claimant, Finish, ReplayCursor, ReplayFilter, StoredDelivery};
+use crate::config::RetentionSettings;
+use crate::store::{
+    self, Attempt, Claimant, Finish, KeyRetention, ReplayCursor, ReplayFilter, StoredDelivery,
+};
 
 /// The error recorded on a reclaimed row whose payload was already trimmed.
 pub const TRIMMED_PAYLOAD_ERROR: &str =
@@ -22,6 +25,40 @@ const REPORT_RESERVE: Duration = Duration::from_millis(250);
 
 /// Keys a bulk replay lists per page; each delivery on it is then claimed and run on its own.
 const REPLAY_PAGE_SIZE: i64 = 100;
+
+/// How old a finished row of each kind must be for a purge to delete it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Horizons {
+    /// Rows whose key goes with the payload.
+    with_payload: Duration,
+    /// Rows whose key is kept longer.
+    long: Duration,
+}
+
+impl Horizons {
+    /// A normal run's: `RETENTION_DAYS` and `KEY_RETENTION_DAYS`.
+    pub(super) fn of(settings: &RetentionSettings) -> Self {
+        Horizons {
+            with_payload: settings.retention,
+            long: settings.key_retention,
+        }
+    }
+
+    /// An operator's purge: every finished row older than `horizon`, kept keys included.
+    pub(super) fn all(horizon: Duration) -> Self {
+        Horizons {
+            with_payload: horizon,
+            long: horizon,
+        }
+    }
+
+    fn each(self) -> [(KeyRetention, Duration); 2] {
+        [
+            (KeyRetention::WithPayload, self.with_payload),
+            (KeyRetention::Long, self.long),
+        ]
+    }
+}
 
 /// Where the work must stop: the deadline minus the margin, as a monotonic instant.
 #[derive(Debug, Clone, Copy)]
@@ -77,21 +114,16 @@ impl<P: Processor> Retention<P> {
         let mut failed = None;
         let reclaim = self.reclaim(session, clock.share(1, 2), report).await;
         let reclaimed_all = phase_ended(report, &mut failed, "reclaim", reclaim);
+        let horizons = Horizons::of(&self.settings);
         let purge = self
-            .purge(session, self.settings.retention, clock.share(2, 3), report)
+            .purge(session, horizons, clock.share(2, 3), report)
             .await;
         let purged_all = phase_ended(report, &mut failed, "purge", purge);
         let trim = self.trim(session, clock, report).await;
         let trimmed_all = phase_ended(report, &mut failed, "trim", trim);
         report.stopped_early = !(reclaimed_all && purged_all && trimmed_all);
         report.remaining = self
-            .remaining(
-                session,
-                clock,
-                self.settings.retention,
-                purged_all,
-                trimmed_all,
-            )
+            .remaining(session, clock, horizons, purged_all, trimmed_all)
             .await;
         report.waiting = self.waiting(session, clock).await;
         failed.map_or(Ok(()), Err)
@@ -256,49 +288,108 @@ impl<P: Processor> Retention<P> {
         .await
     }
 
-    /// Deletes finished rows older than `horizon` in batches. Returns whether it ran out of work.
+    /// Deletes finished rows past their kind's horizon in batches, each kind in turn. Returns
+    /// whether it ran out of work.
     pub(super) async fn purge(
         &self,
         session: &mut Session<'_>,
-        horizon: Duration,
+        horizons: Horizons,
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
-        let mut batch = self.settings.batch_size;
-        loop {
-            if clock.expired() {
-                return Ok(false);
-            }
-            match session.purge_batch(horizon, batch).await {
-                Ok(n) => {
-                    report.purged += n;
-                    if n < batch as u64 {
-                        return Ok(true);
-                    }
+        for (kind, horizon) in horizons.each() {
+            let mut batch = self.settings.batch_size;
+            loop {
+                if clock.expired() {
+                    return Ok(false);
                 }
-                Err(e) => batch = smaller_batch(batch, e, "purge")?,
+                match session.purge_batch(kind, horizon, batch).await {
+                    Ok(n) => {
+                        report.purged += n;
+                        if n < batch as u64 {
+                            break;
+                        }
+                    }
+                    Err(e) => batch = smaller_batch(batch, e, "purge")?,
+                }
             }
         }
+        Ok(true)
     }
 
-    /// Drops old payloads in batches, if trimming is configured. Returns whether it ran out of
-    /// work.
+    /// When each kind of done row loses its payload: where the key goes with the row, after
+    /// `TRIM_PAYLOAD_AFTER_DAYS` if set; where the key is kept longer, after that or
+    /// `RETENTION_DAYS`, whichever comes first.
+    fn trim_horizons(&self) -> [(KeyRetention, Option<Duration>); 2] {
+        let s = &self.settings;
+        let long = s.trim_after.map_or(s.retention, |t| t.min(s.retention));
+        [
+            (KeyRetention::WithPayload, s.trim_after),
+            (KeyRetention::Long, Some(long)),
+        ]
+    }
+
+    /// When a dead row with a long key retention loses its payload: its kind's payload
+    /// retention, or `TRIM_DEAD_PAYLOAD_AFTER_DAYS` if that is sooner.
+    fn dead_long_horizon(&self) -> Duration {
+        let s = &self.settings;
+        s.trim_dead_after
+            .map_or(s.retention, |t| t.min(s.retention))
+    }
+
+    /// Drops the payloads that are past their horizon (see [`Self::trim_horizons`] and
+    /// [`Self::dead_long_horizon`]) in batches. Returns whether it ran out of work.
     async fn trim(
         &self,
         session: &mut Session<'_>,
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
-        let Some(horizon) = self.settings.trim_after else {
-            return Ok(true);
-        };
+        for (kind, horizon) in self.trim_horizons() {
+            if let Some(horizon) = horizon {
+                if !self.trim_done(session, kind, horizon, clock, report).await? {
+                    return Ok(false);
+                }
+            }
+        }
+        let mut batch = self.settings.batch_size;
+        let long = self.dead_long_horizon();
+        loop {
+            if clock.expired() {
+                return Ok(false);
+            }
+            match session
+                .trim_dead_batch(self.settings.trim_dead_after, long, batch)
+                .await
+            {
+                Ok(n) => {
+                    report.trimmed += n;
+                    if n < batch as u64 {
+                        return Ok(true);
+                    }
+                }
+                Err(e) => batch = smaller_batch(batch, e, "trim")?,
+            }
+        }
+    }
+
+    /// Drops the payloads of done rows of `kind` older than `horizon`, walking from where the
+    /// last trim stopped. Returns whether it ran out of work.
+    async fn trim_done(
+        &self,
+        session: &mut Session<'_>,
+        kind: KeyRetention,
+        horizon: Duration,
+        clock: Clock,
+        report: &mut Report,
+    ) -> Result<bool, RetentionError> {
         let mut batch = self.settings.batch_size;
         let mut cursor = None;
         loop {
             if clock.expired() {
                 return Ok(false);
             }
-            let trimmed = match session.trim_batch(horizon, cursor, batch).await {
+            let trimmed = match session.trim_batch(kind, horizon, cursor, batch).await {
                 Ok(trimmed) => trimmed,
                 Err(e) => {
                     batch = smaller_batch(batch, e, "trim")?;
@@ -317,21 +408,43 @@ impl<P: Processor> Retention<P> {
     pub(super) async fn backlog(
         &self,
         session: &mut Session<'_>,
-        purge_after: Duration,
+        horizons: Horizons,
     ) -> Result<Backlog, DbError> {
-        let reclaim = session.count_reclaimable().await?;
-        let purge = session.count_purgeable(purge_after).await?;
-        let trim = match self.settings.trim_after {
-            Some(trim_after) => {
-                session.count_trimmable(trim_after, purge_after).await?
-            }
-            None => 0,
-        };
         Ok(Backlog {
-            reclaim,
-            purge,
-            trim,
+            reclaim: session.count_reclaimable().await?,
+            purge: self.count_purgeable(session, horizons).await?,
+            trim: self.count_trimmable(session, horizons).await?,
         })
+    }
+
+    async fn count_purgeable(
+        &self,
+        session: &mut Session<'_>,
+        horizons: Horizons,
+    ) -> Result<u64, DbError> {
+        let mut n = 0;
+        for (kind, horizon) in horizons.each() {
+            n += session.count_purgeable(kind, horizon).await?;
+        }
+        Ok(n)
+    }
+
+    async fn count_trimmable(
+        &self,
+        session: &mut Session<'_>,
+        horizons: Horizons,
+    ) -> Result<u64, DbError> {
+        let mut n = 0;
+        for ((kind, trim_after), (_, purge_after)) in self.trim_horizons().into_iter().zip(horizons.each()) {
+            if let Some(trim_after) = trim_after {
+                n += session.count_trimmable(kind, trim_after, purge_after).await?;
+            }
+        }
+        let dead_after = self.settings.trim_dead_after;
+        n += session
+            .count_dead_trimmable(dead_after, self.dead_long_horizon())
+            .await?;
+        Ok(n)
     }
 
     /// What is left after a run. A phase that ran out of work leaves nothing (rows a concurrent
@@ -342,23 +455,20 @@ impl<P: Processor> Retention<P> {
         &self,
         session: &mut Session<'_>,
         clock: Clock,
-        purge_after: Duration,
+        horizons: Horizons,
         purge_finished: bool,
         trim_finished: bool,
     ) -> Option<Backlog> {
         let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
         let count = async {
             let reclaim = session.count_reclaimable().await?;
-            let purge = if purge_finished {
-                0
-            } else {
-                session.count_purgeable(purge_after).await?
+            let purge = match purge_finished {
+                true => 0,
+                false => self.count_purgeable(session, horizons).await?,
             };
-            let trim = match self.settings.trim_after {
-                Some(trim_after) if !trim_finished => {
-                    session.count_trimmable(trim_after, purge_after).await?
-                }
-                _ => 0,
+            let trim = match trim_finished {
+                true => 0,
+                false => self.count_trimmable(session, horizons).await?,
             };
             Ok::<_, DbError>(Backlog {
                 reclaim,

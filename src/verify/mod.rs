@@ -68,6 +68,17 @@ pub enum Scheme {
 }
 
 impl Scheme {
+    /// Whether a request signed long ago is refused: the signature covers a timestamp that is
+    /// checked against a tolerance. Without that, a captured request stays valid for as long as
+    /// the secret does, and only its remembered key makes a replay a duplicate.
+    pub fn refuses_old_requests(&self) -> bool {
+        match self {
+            Scheme::Stripe { .. } | Scheme::Standard { .. } | Scheme::Ed25519(_) => true,
+            Scheme::Signed(s) => s.timestamp.is_some(),
+            Scheme::Github | Scheme::Hmac(_) | Scheme::Token(_) | Scheme::Twilio(_) => false,
+        }
+    }
+
     /// How this scheme's configured secrets are read.
     pub fn secret_format(&self) -> SecretFormat {
         match self {
