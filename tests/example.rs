@@ -4,10 +4,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
-
 use hmac::Mac as _;
 use support::emulator::Emulator;
 use support::TestDb;
@@ -16,47 +12,6 @@ use support::TestDb;
 const STRIPE_SECRET: &str = "whsec_hookclaim_stripe_test";
 
 const WEBHOOK_URL: &str = "/lambda-url/orders-webhook/webhooks/stripe";
-
-/// Builds the example's binaries with the cargo running this test (same target directory:
-/// `CARGO_TARGET_DIR` and the configuration are inherited) and returns them by name, from the
-/// `compiler-artifact` messages. The package is a workspace member that `cargo test` alone does
-/// not build, and an integration test only gets its own package's binaries.
-fn example_binaries() -> BTreeMap<String, PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(&cargo)
-        .args([
-            "build",
-            "--locked",
-            "-p",
-            "hookclaim-example-orders",
-            "--bins",
-        ])
-        .arg("--message-format=json")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
-    assert!(
-        out.status.success(),
-        "building the example failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let bins: BTreeMap<String, PathBuf> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact")
-        .filter_map(|m| {
-            let name = m["target"]["name"].as_str()?.to_string();
-            Some((name, PathBuf::from(m["executable"].as_str()?)))
-        })
-        .collect();
-    for name in ["orders-webhook", "orders-retention"] {
-        assert!(
-            bins.get(name).is_some_and(|exe| exe.exists()),
-            "cargo build reported no executable {name}: {bins:?}"
-        );
-    }
-    bins
-}
 
 /// `Stripe-Signature` for `body`, signed now with the test secret.
 fn stripe_signature(body: &str) -> String {
@@ -123,7 +78,11 @@ async fn orders(
 
 #[tokio::test]
 async fn the_example_function_records_each_paid_order_once_through_the_emulator() {
-    let bins = example_binaries();
+    let bins = support::emulator::build_binaries(
+        "hookclaim-example-orders",
+        &["orders-webhook", "orders-retention"],
+        false,
+    );
     let db = TestDb::empty().await;
     let mut env = support::local_env();
     env.insert("DATABASE_URL".into(), db.url.clone());

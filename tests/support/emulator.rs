@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -192,4 +192,50 @@ impl Drop for Emulator {
         let _ = self.watch.kill();
         let _ = self.watch.wait();
     }
+}
+
+/// Builds workspace package `package`'s binaries with the cargo running this test (same target
+/// directory and configuration), in release (the deployed profile) or dev, and returns them by
+/// name from the `compiler-artifact` messages. Such a package is a workspace member that
+/// `cargo test` alone does not build, and an integration test only gets its own package's
+/// binaries.
+pub fn build_binaries(package: &str, bins: &[&str], release: bool) -> BTreeMap<String, PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(&cargo);
+    build.args([
+        "build",
+        "--locked",
+        "-p",
+        package,
+        "--bins",
+        "--message-format=json",
+    ]);
+    if release {
+        build.arg("--release");
+    }
+    let out = build
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
+    assert!(
+        out.status.success(),
+        "building {package} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built: BTreeMap<String, PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter_map(|m| {
+            let name = m["target"]["name"].as_str()?.to_string();
+            Some((name, PathBuf::from(m["executable"].as_str()?)))
+        })
+        .collect();
+    for name in bins {
+        assert!(
+            built.get(*name).is_some_and(|exe| exe.exists()),
+            "cargo build reported no executable {name}: {built:?}"
+        );
+    }
+    built
 }
