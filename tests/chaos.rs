@@ -1,7 +1,8 @@
 //! The chaos run: thousands of deliveries from retrying senders while the database is stopped
-//! in immediate mode and restarted, and the processor crashes after its effect. Afterwards the
-//! retention function runs until nothing is due. Every order must have exactly one licence and
-//! every delivery must be done.
+//! in immediate mode and restarted, fails over (every warm connection's node turns read-only),
+//! the processor crashes after its effect, and a few poisoned deliveries panic on every attempt.
+//! Afterwards the retention function runs until nothing is due. Every order must have exactly
+//! one licence, every poisoned delivery must be dead and every other delivery done.
 //!
 //! 10,000 sends over 2,000 orders by default (bounded: it fits the test command);
 //! `HOOKCLAIM_CHAOS_SCALE=N` multiplies the sizes for a longer run by hand.
@@ -23,8 +24,13 @@ use tokio_postgres::Transaction;
 
 /// The licence example, but on 5% of first attempts the invocation dies after issuing the
 /// licence and before the delivery is finished, as an out-of-memory kill would: processing
-/// never returns, and the sender's side gives up on it (below).
+/// never returns, and the sender's side gives up on it (below). Poisoned deliveries panic on
+/// every attempt, before any effect.
 struct CrashAfterEffect;
+
+/// Attempts before a failing delivery is dead: enough that a normal delivery survives its crash,
+/// the restarts and the failover, few enough that the poisoned ones end within the run.
+const MAX_ATTEMPTS: &str = "8";
 
 fn crashes(delivery_id: &str) -> bool {
     // A fixed 5% of deliveries, chosen by id so the choice is the same in every environment.
@@ -32,6 +38,19 @@ fn crashes(delivery_id: &str) -> bool {
         .bytes()
         .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
     h % 20 == 0
+}
+
+fn poisoned(n: usize) -> bool {
+    // About 0.1%, spread over orders that also have other deliveries (997 is prime, so it
+    // shares no factor with the order count).
+    n % 997 == 3
+}
+
+fn delivery_number(delivery_id: &str) -> usize {
+    delivery_id
+        .strip_prefix("delivery-")
+        .and_then(|n| n.parse().ok())
+        .expect("a chaos delivery id")
 }
 
 impl Processor for CrashAfterEffect {
@@ -44,6 +63,9 @@ impl Processor for CrashAfterEffect {
     }
 
     async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
+        if poisoned(delivery_number(&d.delivery_id)) {
+            panic!("poisoned delivery {}", d.delivery_id);
+        }
         let outcome = Licences.process(d, work).await?;
         if d.attempt == 1 && crashes(&d.delivery_id) {
             std::future::pending::<()>().await;
@@ -74,7 +96,7 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
         ("DATABASE_STATEMENT_TIMEOUT_MS", "2000"),
         ("RETRY_BASE_SECS", "1"),
         ("RETRY_MAX_SECS", "2"),
-        ("MAX_ATTEMPTS", "50"),
+        ("MAX_ATTEMPTS", MAX_ATTEMPTS),
     ];
     let mut envs = Vec::new();
     for _ in 0..16 {
@@ -93,14 +115,18 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
     let handled = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
 
-    // The database goes down twice while the senders run.
+    // The database goes down twice while the senders run, then fails over.
     let chaos = tokio::spawn({
         let (server, handled) = (server.clone(), handled.clone());
+        let url = url.clone();
         async move {
-            for threshold in [sends as u64 / 4, sends as u64 / 2] {
+            let wait_for = async |threshold: u64| {
                 while handled.load(Ordering::Relaxed) < threshold {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
+            };
+            for threshold in [sends as u64 / 4, sends as u64 / 2] {
+                wait_for(threshold).await;
                 let s = server.clone();
                 tokio::task::spawn_blocking(move || s.stop_immediate())
                     .await
@@ -111,6 +137,8 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
                     .await
                     .unwrap();
             }
+            wait_for(sends as u64 * 3 / 4).await;
+            fail_over(&url).await;
         }
     });
 
@@ -173,7 +201,7 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
     loop {
         let pending = support::count(
             &c,
-            "SELECT count(*) FROM hookclaim_deliveries WHERE status <> 'done'",
+            "SELECT count(*) FROM hookclaim_deliveries WHERE status NOT IN ('done', 'dead')",
         )
         .await;
         if pending == 0 || runs >= 40 {
@@ -201,8 +229,21 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
     let never_2xx: Vec<&str> = sent
         .iter()
         .filter(|s| !s.answers.iter().any(|a| (200..300).contains(a)))
+        .filter(|s| !poisoned(delivery_number(&s.id)))
         .map(|s| s.id.as_str())
         .collect();
+    let poison: Vec<usize> = (0..unique).filter(|n| poisoned(*n)).collect();
+    // Orders whose every delivery is poisoned can never get a licence.
+    let licensable = (0..orders)
+        .filter(|o| (0..unique).any(|n| n % orders == *o && !poisoned(n)))
+        .count() as i64;
+    let dead_poison = support::count(
+        &c,
+        "SELECT count(*) FROM hookclaim_deliveries
+          WHERE status = 'dead' AND last_error LIKE '%processor panicked: poisoned delivery%'",
+    )
+    .await;
+    let read_only_errors = server.log().matches("in a read-only transaction").count();
     let slowest = sent.iter().map(|s| s.slowest).max().unwrap_or_default();
     let licences = licence_count(&c).await;
     let licenced_orders = support::count(
@@ -225,23 +266,29 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
         .count();
     println!(
         "chaos: {sends} sends, {unique} deliveries, {orders} orders, {crashed} crashing first attempts, \
-         2 database restarts; senders done in {senders_done:?}; answers by status {by_status:?}; \
-         deliveries never answered 2xx {}; slowest answer {slowest:?}; retention runs {runs} \
-         (re-driven ok {redriven_ok}); rows by status {statuses:?}; licences {licences}",
+         {} poisoned deliveries, 2 database restarts and a failover ({read_only_errors} writes \
+         refused read-only); senders done in {senders_done:?}; answers by status {by_status:?}; \
+         other deliveries never answered 2xx {}; slowest answer {slowest:?}; retention runs \
+         {runs} (re-driven ok {redriven_ok}); rows by status {statuses:?}; licences {licences}",
+        poison.len(),
         never_2xx.len()
     );
     // A 2xx was answered for every delivery eventually (nothing was given up by the senders)…
     assert!(never_2xx.is_empty(), "never answered 2xx: {never_2xx:?}");
-    // …every delivery ended done, so nothing answered 2xx was lost…
+    // …every delivery ended done, so nothing answered 2xx was lost, but the poisoned ones,
+    // which ended dead after their attempts with the panic recorded…
     assert_eq!(
         statuses.get("done").copied(),
-        Some(unique as i64),
+        Some((unique - poison.len()) as i64),
         "{statuses:?}"
     );
-    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses.get("dead").copied(), Some(poison.len() as i64));
+    assert_eq!(dead_poison, poison.len() as i64);
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
     // …and every order got exactly one licence.
-    assert_eq!(licences, orders as i64);
-    assert_eq!(licenced_orders, orders as i64);
+    assert_eq!(licences, licensable);
+    assert_eq!(licenced_orders, licensable);
+    assert!(read_only_errors > 0, "the failover was seen");
     // No answer waited past the connect timeout plus two statement deadlines (and slack).
     assert!(
         slowest < Duration::from_secs(8),
@@ -255,4 +302,19 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
         by_status.contains_key(&502),
         "the crashes were seen: {by_status:?}"
     );
+}
+
+/// A failover: the node every warm connection is on turns read-only (as a demoted primary does),
+/// while a new connection reaches a writable one (as the endpoint's DNS does after it).
+async fn fail_over(url: &str) {
+    let admin = support::connect(url).await;
+    // One statement at a time: a multi-statement string is one transaction, which ALTER SYSTEM
+    // refuses.
+    for sql in [
+        "ALTER DATABASE postgres SET default_transaction_read_only = off",
+        "ALTER SYSTEM SET default_transaction_read_only = on",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin.batch_execute(sql).await.expect("fail over");
+    }
 }
