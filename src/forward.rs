@@ -79,13 +79,18 @@ impl Forwarder {
     fn request(
         &self,
         d: &Delivery,
-        body: Bytes,
+        body: Body,
         now: SystemTime,
     ) -> Result<http::Request<Full<Bytes>>, http::Error> {
-        let content_type = d
-            .headers
-            .get("content-type")
-            .map_or("application/json", String::as_str);
+        let (body, content_type) = match body {
+            Body::Payload => (
+                Bytes::from(d.payload.clone()),
+                d.headers
+                    .get("content-type")
+                    .map_or("application/json", String::as_str),
+            ),
+            Body::ClaimCheck(json) => (Bytes::from(json), "application/json"),
+        };
         let mut req = http::Request::post(self.url.clone())
             .header(http::header::CONTENT_TYPE, content_type)
             .header(IDEMPOTENCY_KEY, d.idempotency_key())
@@ -110,9 +115,8 @@ impl Forwarder {
         req.body(Full::new(body))
     }
 
-    /// Posts `body` (the payload, or what stands in for it) for `d`, within the timeout: the
-    /// endpoint's status, or why there is none.
-    pub(crate) async fn post(&self, d: &Delivery, body: Bytes) -> Result<http::StatusCode, Outcome> {
+    /// Posts `body` for `d`, within the timeout: the endpoint's status, or why there is none.
+    pub(crate) async fn post(&self, d: &Delivery, body: Body) -> Result<http::StatusCode, Outcome> {
         let req = self
             .request(d, body, SystemTime::now())
             .map_err(|e| Outcome::Permanent(format!("cannot build the request: {e}")))?;
@@ -152,6 +156,14 @@ pub fn sign(secret: &Secret, id: &str, timestamp: u64, body: &[u8]) -> String {
     format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(tag))
 }
 
+/// What a call carries.
+pub(crate) enum Body {
+    /// The delivery's payload, with its content type.
+    Payload,
+    /// A JSON claim check standing in for it.
+    ClaimCheck(String),
+}
+
 /// What a 409 ForwardConflict from the endpoint means (`FORWARD_CONFLICT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForwardConflict {
@@ -183,8 +195,7 @@ impl Processor for Forwarder {
         delivery: &Delivery,
         _work: &mut Work<'_>,
     ) -> Result<Outcome, ProcessError> {
-        let body = Bytes::from(delivery.payload.clone());
-        Ok(match self.post(delivery, body).await {
+        Ok(match self.post(delivery, Body::Payload).await {
             Ok(status) => self.outcome(status),
             Err(outcome) => outcome,
         })

@@ -836,6 +836,7 @@ async fn a_payload_above_a_destinations_limit_is_sent_as_a_claim_check() {
     check(&started[0].1.to_string());
     let calls = http_calls.lock().await;
     check(std::str::from_utf8(&calls[0].body).unwrap());
+    assert_eq!(calls[0].headers["content-type"], "application/json");
 
     // The claim check is enough to read the whole payload back from the ledger.
     let c = db.client().await;

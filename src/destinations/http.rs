@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use super::{claim_check, DestinationError, Stand};
-use crate::forward::{ForwardConflict, Forwarder};
+use crate::forward::{Body, ForwardConflict, Forwarder};
 use crate::processor::{BoxError, Delivery, Outcome};
 use crate::secret::Secret;
 
@@ -38,8 +36,10 @@ impl Http {
         max_bytes: Option<usize>,
     ) -> Result<Option<String>, DestinationError> {
         let body = match max_bytes {
-            Some(most) if d.payload.len() > most => Bytes::from(claim_check(d, Stand::TooLarge)),
-            _ => Bytes::from(d.payload.clone()),
+            Some(most) if d.payload.len() > most => {
+                Body::ClaimCheck(claim_check(d, Stand::TooLarge))
+            }
+            _ => Body::Payload,
         };
         let status = self.0.post(d, body).await.map_err(failure)?;
         match self.0.outcome(status) {
