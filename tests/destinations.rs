@@ -944,3 +944,42 @@ async fn purging_a_delivery_removes_its_progress() {
     assert_eq!(left, 1, "only the kept delivery's progress is left");
     assert_eq!(progress(&c, "new-1").await.len(), 1);
 }
+
+#[tokio::test]
+async fn a_destination_that_answers_after_the_claim_was_taken_over_is_not_recorded() {
+    let db = TestDb::migrated().await;
+    // An endpoint that, while the call is in flight, lets another invocation take the delivery
+    // over (its lease ended): this attempt is now a zombie.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let takeover = db.client().await;
+    tokio::spawn(tokio::time::timeout(Duration::from_secs(30), async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        while read_http(&mut sock).await.is_some() {
+            takeover
+                .batch_execute(
+                    "UPDATE hookclaim_deliveries SET attempt = attempt + 1, lease_owner = 'newer'
+                      WHERE delivery_id = 'zombie-1'",
+                )
+                .await
+                .unwrap();
+            let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+            if sock.write_all(reply.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }));
+    let pairs = settings(&json!([{"kind": "http", "url": url, "secret_env": SIGNING_SECRET_ENV}]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "zombie-1", b"{}", false))
+        .await;
+
+    // The newer attempt finishes the delivery; the zombie records nothing and answers 202.
+    assert_eq!(answer(&resp).0, 202, "{:?}", answer(&resp));
+    let c = db.client().await;
+    assert!(progress(&c, "zombie-1").await.is_empty());
+    let (status, attempt, _) = row(&c, "github", "zombie-1").await.unwrap();
+    assert_eq!((status.as_str(), attempt), ("processing", 2));
+}
