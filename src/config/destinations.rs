@@ -186,48 +186,33 @@ pub(super) fn check_sources(
     }
 }
 
+/// The settings every kind shares, as written.
+struct Common {
+    name: Option<String>,
+    timeout_ms: Option<u64>,
+    max_bytes: Option<usize>,
+}
+
+/// One kind's own settings, read: its target, the name it gets by default and the most a
+/// message to it may hold (`None`: no limit).
+type Kind = (Target, String, Option<usize>);
+
 fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationConfig, String> {
-    let (name, timeout_ms, max_bytes, target, limit) = match spec {
+    let (common, (target, default_name, limit)) = match spec {
         Spec::Sqs {
             name,
             timeout_ms,
             max_bytes,
             queue_url,
             group_pointer,
-        } => {
-            let queue = queue_url
-                .parse::<http::Uri>()
-                .ok()
-                .filter(|u| matches!(u.scheme_str(), Some("http" | "https")))
-                .and_then(|u| u.path().rsplit('/').next().map(str::to_owned))
-                .filter(|q| !q.is_empty())
-                .ok_or("queue_url must be the queue's URL (https://sqs.<region>.amazonaws.com/<account>/<queue>)")?;
-            let fifo = queue.ends_with(".fifo");
-            if let Some(p) = &group_pointer {
-                if !fifo {
-                    return Err(
-                        "group_pointer applies only to FIFO queues (a .fifo queue_url)".into(),
-                    );
-                }
-                if !p.starts_with('/') {
-                    return Err(
-                        "group_pointer must be a JSON pointer like /data/object/customer".into(),
-                    );
-                }
-            }
-            let target = Target::Sqs {
-                queue_url,
-                fifo,
-                group_pointer,
-            };
-            (
-                name.unwrap_or(format!("sqs:{queue}")),
+        } => (
+            Common {
+                name,
                 timeout_ms,
                 max_bytes,
-                target,
-                Some(SQS_MAX_BYTES),
-            )
-        }
+            },
+            sqs(queue_url, group_pointer)?,
+        ),
         Spec::EventBridge {
             name,
             timeout_ms,
@@ -235,61 +220,27 @@ fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationC
             bus,
             source: event_source,
             detail_type,
-        } => {
-            let bus = bus.unwrap_or_else(|| "default".into());
-            let bus_name = bus
-                .rsplit_once("event-bus/")
-                .map_or(bus.as_str(), |(_, n)| n)
-                .to_owned();
-            let event_source = event_source.unwrap_or_else(|| format!("hookclaim.{source}"));
-            if event_source.is_empty()
-                || event_source.len() > 256
-                || event_source.starts_with("aws.")
-            {
-                return Err(
-                    "source must be 1-256 characters and may not start with \"aws.\"".into(),
-                );
-            }
-            if detail_type
-                .as_ref()
-                .is_some_and(|t| t.is_empty() || t.len() > 128)
-            {
-                return Err("detail_type must be 1-128 characters".into());
-            }
-            let target = Target::EventBridge {
-                bus,
-                source: event_source,
-                detail_type,
-            };
-            (
-                name.unwrap_or(format!("eventbridge:{bus_name}")),
+        } => (
+            Common {
+                name,
                 timeout_ms,
                 max_bytes,
-                target,
-                Some(EVENTBRIDGE_MAX_BYTES),
-            )
-        }
+            },
+            eventbridge(source, bus, event_source, detail_type)?,
+        ),
         Spec::StepFunctions {
             name,
             timeout_ms,
             max_bytes,
             state_machine_arn,
-        } => {
-            let machine = state_machine_arn
-                .strip_prefix("arn:")
-                .and_then(|a| a.split_once(":stateMachine:"))
-                .map(|(_, n)| n.to_owned())
-                .filter(|n| !n.is_empty())
-                .ok_or("state_machine_arn must be a state machine's ARN (arn:aws:states:…:stateMachine:<name>)")?;
-            let target = Target::StepFunctions { state_machine_arn };
-            (
-                name.unwrap_or(format!("stepfunctions:{machine}")),
+        } => (
+            Common {
+                name,
                 timeout_ms,
                 max_bytes,
-                target,
-                Some(STEP_FUNCTIONS_MAX_BYTES),
-            )
-        }
+            },
+            step_functions(state_machine_arn)?,
+        ),
         Spec::Http {
             name,
             timeout_ms,
@@ -297,41 +248,16 @@ fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationC
             url,
             secret_env,
             conflict,
-        } => {
-            let url = url
-                .parse::<http::Uri>()
-                .ok()
-                .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
-                .ok_or("url must be an http:// or https:// URL")?;
-            let text = get(&secret_env).ok_or_else(|| {
-                format!("secret_env names {secret_env:?}, which is not set; it must hold the whsec_ signing secret")
-            })?;
-            let secret = Secret::parse(&text, SecretFormat::StandardWebhooks)
-                .ok()
-                .filter(|s| !s.is_public_key())
-                .ok_or_else(|| {
-                    format!("{secret_env} is not a Standard Webhooks secret (whsec_ and base64)")
-                })?;
-            let conflict_is_done = match conflict.as_deref().unwrap_or("retry") {
-                "retry" => false,
-                "done" => true,
-                other => return Err(format!("conflict {other:?} is not one of retry, done")),
-            };
-            let host = url.host().unwrap_or_default().to_owned();
-            let target = Target::Http {
-                url,
-                secret,
-                conflict_is_done,
-            };
-            (
-                name.unwrap_or(format!("http:{host}")),
+        } => (
+            Common {
+                name,
                 timeout_ms,
                 max_bytes,
-                target,
-                None,
-            )
-        }
+            },
+            http_endpoint(url, secret_env, conflict, get)?,
+        ),
     };
+    let name = common.name.unwrap_or(default_name);
     let name_ok =
         !name.is_empty() && name.len() <= 128 && name.bytes().all(|b| b.is_ascii_graphic());
     if !name_ok {
@@ -339,11 +265,13 @@ fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationC
             "name {name:?} must be 1-128 visible ASCII characters"
         ));
     }
-    let timeout_ms = timeout_ms.unwrap_or(DEFAULT_DESTINATION_TIMEOUT.as_millis() as u64);
+    let timeout_ms = common
+        .timeout_ms
+        .unwrap_or(DEFAULT_DESTINATION_TIMEOUT.as_millis() as u64);
     if !(100..=60_000).contains(&timeout_ms) {
         return Err(format!("timeout_ms {timeout_ms} is outside 100..=60000"));
     }
-    let max_bytes = match (max_bytes, limit) {
+    let max_bytes = match (common.max_bytes, limit) {
         (Some(n), Some(most)) if n == 0 || n > most => {
             return Err(format!(
                 "max_bytes {n} is outside 1..={most}, the most a {} destination accepts",
@@ -360,6 +288,121 @@ fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationC
         max_bytes,
         target,
     })
+}
+
+fn sqs(queue_url: String, group_pointer: Option<String>) -> Result<Kind, String> {
+    let queue = queue_url
+        .parse::<http::Uri>()
+        .ok()
+        .filter(|u| matches!(u.scheme_str(), Some("http" | "https")))
+        .and_then(|u| u.path().rsplit('/').next().map(str::to_owned))
+        .filter(|q| !q.is_empty())
+        .ok_or(
+            "queue_url must be the queue's URL (https://sqs.<region>.amazonaws.com/<account>/<queue>)",
+        )?;
+    let fifo = queue.ends_with(".fifo");
+    if let Some(p) = &group_pointer {
+        if !fifo {
+            return Err("group_pointer applies only to FIFO queues (a .fifo queue_url)".into());
+        }
+        if !p.starts_with('/') {
+            return Err("group_pointer must be a JSON pointer like /data/object/customer".into());
+        }
+    }
+    let target = Target::Sqs {
+        queue_url,
+        fifo,
+        group_pointer,
+    };
+    Ok((target, format!("sqs:{queue}"), Some(SQS_MAX_BYTES)))
+}
+
+fn eventbridge(
+    source: &str,
+    bus: Option<String>,
+    event_source: Option<String>,
+    detail_type: Option<String>,
+) -> Result<Kind, String> {
+    let bus = bus.unwrap_or_else(|| "default".into());
+    let bus_name = bus
+        .rsplit_once("event-bus/")
+        .map_or(bus.as_str(), |(_, n)| n)
+        .to_owned();
+    let event_source = event_source.unwrap_or_else(|| format!("hookclaim.{source}"));
+    if event_source.is_empty() || event_source.len() > 256 || event_source.starts_with("aws.") {
+        return Err("source must be 1-256 characters and may not start with \"aws.\"".into());
+    }
+    if detail_type
+        .as_ref()
+        .is_some_and(|t| t.is_empty() || t.len() > 128)
+    {
+        return Err("detail_type must be 1-128 characters".into());
+    }
+    let target = Target::EventBridge {
+        bus,
+        source: event_source,
+        detail_type,
+    };
+    Ok((
+        target,
+        format!("eventbridge:{bus_name}"),
+        Some(EVENTBRIDGE_MAX_BYTES),
+    ))
+}
+
+fn step_functions(state_machine_arn: String) -> Result<Kind, String> {
+    let machine = state_machine_arn
+        .strip_prefix("arn:")
+        .and_then(|a| a.split_once(":stateMachine:"))
+        .map(|(_, n)| n.to_owned())
+        .filter(|n| !n.is_empty())
+        .ok_or(
+            "state_machine_arn must be a state machine's ARN (arn:aws:states:…:stateMachine:<name>)",
+        )?;
+    let target = Target::StepFunctions { state_machine_arn };
+    Ok((
+        target,
+        format!("stepfunctions:{machine}"),
+        Some(STEP_FUNCTIONS_MAX_BYTES),
+    ))
+}
+
+fn http_endpoint(
+    url: String,
+    secret_env: String,
+    conflict: Option<String>,
+    get: Lookup<'_>,
+) -> Result<Kind, String> {
+    let url = url
+        .parse::<http::Uri>()
+        .ok()
+        .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
+        .ok_or("url must be an http:// or https:// URL")?;
+    let text = get(&secret_env).ok_or_else(|| {
+        format!(
+            "secret_env names {secret_env:?}, which is not set; it must hold the whsec_ \
+             signing secret"
+        )
+    })?;
+    // The error names the variable, never its value.
+    let secret = Secret::parse(&text, SecretFormat::StandardWebhooks)
+        .ok()
+        .filter(|s| !s.is_public_key())
+        .ok_or_else(|| {
+            format!("{secret_env} is not a Standard Webhooks secret (whsec_ and base64)")
+        })?;
+    let conflict_is_done = match conflict.as_deref().unwrap_or("retry") {
+        "retry" => false,
+        "done" => true,
+        other => return Err(format!("conflict {other:?} is not one of retry, done")),
+    };
+    let host = url.host().unwrap_or_default().to_owned();
+    let target = Target::Http {
+        url,
+        secret,
+        conflict_is_done,
+    };
+    Ok((target, format!("http:{host}"), None))
 }
 
 #[cfg(test)]
