@@ -432,7 +432,7 @@ async fn each_destination_receives_each_delivery_once_and_every_message_carries_
         .map(|m| serde_json::from_str(&m.body).expect("event JSON"))
         .collect();
     delivered.sort_by_key(|e| {
-        e["detail"]["delivery_id"]
+        e["detail"]["hookclaim"]["delivery_id"]
             .as_str()
             .unwrap_or_default()
             .to_string()
@@ -441,24 +441,30 @@ async fn each_destination_receives_each_delivery_once_and_every_message_carries_
     for (e, id) in delivered.iter().zip(ids) {
         assert_eq!(e["source"], event_source.as_str());
         assert_eq!(e["detail-type"], "push");
-        assert_eq!(e["detail"]["idempotency_key"], key(id));
-        assert_eq!(
-            e["detail"]["payload"],
-            serde_json::from_str::<Value>(&body(id)).unwrap()
-        );
+        // Detail is the payload, with the delivery's names added as `hookclaim`.
+        let mut detail = e["detail"].clone();
+        let names = detail
+            .as_object_mut()
+            .and_then(|o| o.remove("hookclaim"))
+            .expect("the hookclaim member");
+        assert_eq!(names["idempotency_key"], key(id));
+        assert_eq!(names["delivery_id"], id);
+        assert_eq!(names["event_type"], "push");
+        assert_eq!(detail, serde_json::from_str::<Value>(&body(id)).unwrap());
     }
     // Step Functions: one execution per delivery, named after its key.
     let mut started = executions(&machine).await;
     started.sort_by(|a, b| {
-        a.1["delivery_id"]
+        a.1["hookclaim"]["delivery_id"]
             .to_string()
-            .cmp(&b.1["delivery_id"].to_string())
+            .cmp(&b.1["hookclaim"]["delivery_id"].to_string())
     });
     assert_eq!(started.len(), 3, "{started:?}");
     for ((name, input), id) in started.iter().zip(ids) {
         assert_eq!(name, &key(id));
-        assert_eq!(input["idempotency_key"], key(id));
-        assert_eq!(input["payload"]["delivery"], id);
+        assert_eq!(input["hookclaim"]["idempotency_key"], key(id));
+        assert_eq!(input["delivery"], id);
+        assert_eq!(input["repository"]["owner"], "octo");
     }
     // HTTP: one signed call per delivery, webhook-id the key.
     let calls = http_calls.lock().await;
@@ -621,7 +627,7 @@ async fn crash_between_call_and_record(dies: Dies) {
     assert_eq!(delivered.len(), expect(Dies::EventBridge), "{delivered:?}");
     for m in &delivered {
         let e: Value = serde_json::from_str(&m.body).unwrap();
-        assert_eq!(e["detail"]["idempotency_key"], key.as_str());
+        assert_eq!(e["detail"]["hookclaim"]["idempotency_key"], key.as_str());
     }
 }
 
@@ -772,7 +778,7 @@ async fn a_failed_put_events_entry_is_retried_and_leaves_one_event_and_earlier_p
         "one event for the delivery: {delivered:?}"
     );
     let e: Value = serde_json::from_str(&delivered[0].body).unwrap();
-    assert_eq!(e["detail"]["idempotency_key"], key.as_str());
+    assert_eq!(e["detail"]["hookclaim"]["idempotency_key"], key.as_str());
     assert_eq!(
         drain(&plain.url).await.len(),
         1,
@@ -812,9 +818,9 @@ async fn a_payload_above_a_destinations_limit_is_sent_as_a_claim_check() {
 
     let check = |text: &str| {
         let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
-        assert_eq!(v["source"], "github", "{v}");
-        assert_eq!(v["delivery_id"], id, "{v}");
-        assert_eq!(v["idempotency_key"], key.as_str(), "{v}");
+        assert_eq!(v["hookclaim"]["source"], "github", "{v}");
+        assert_eq!(v["hookclaim"]["delivery_id"], id, "{v}");
+        assert_eq!(v["hookclaim"]["idempotency_key"], key.as_str(), "{v}");
         assert_eq!(v["claim_check"], "too_large", "{v}");
         assert_eq!(v["payload_bytes"], body.len(), "{v}");
         assert!(

@@ -1,6 +1,6 @@
-//! EventBridge `PutEvents`: one entry per delivery, its `Detail` the envelope (the delivery's
-//! naming fields and the payload). EventBridge does not deduplicate: consumers deduplicate on
-//! `detail.idempotency_key`.
+//! EventBridge `PutEvents`: one entry per delivery, its `Detail` the payload with a `hookclaim`
+//! member naming the delivery. EventBridge does not deduplicate: consumers deduplicate on
+//! `detail.hookclaim.idempotency_key`.
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 

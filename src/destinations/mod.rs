@@ -9,6 +9,8 @@
 //! a crash after destination 1 of 3 never sends to destination 1 again; the one that was being
 //! called when the crash came gets one repeat, under the same key.
 //!
+//! EventBridge and Step Functions get the payload with a `hookclaim` member added that names the
+//! delivery (its key among them); SQS and HTTP get the payload as received, the names beside it.
 //! A message above a destination's size limit, or one the destination cannot carry (EventBridge
 //! and Step Functions take JSON, SQS takes text), is replaced by a claim check: a small JSON
 //! object naming the delivery, with which a consumer reads the stored payload.
@@ -218,18 +220,16 @@ fn unclaimed() -> ProcessError {
     ProcessError::new("destinations run only under a claim, outside the delivery's transaction")
 }
 
-/// The fields that name a delivery, as the start of a JSON object (no closing brace): what every
-/// envelope and claim check begins with.
-fn naming(d: &Delivery) -> String {
-    let head = serde_json::json!({
+/// The member every JSON message and claim check carries: `"hookclaim":{"idempotency_key",
+/// "source", "delivery_id", "event_type"}`, the delivery's names.
+fn names_member(d: &Delivery) -> String {
+    let names = serde_json::json!({
         "idempotency_key": d.idempotency_key(),
         "source": d.source,
         "delivery_id": d.delivery_id,
         "event_type": d.event_type,
-    })
-    .to_string();
-    // A JSON object's text always ends in its closing brace.
-    head[..head.len() - 1].to_string()
+    });
+    format!("\"hookclaim\":{names}")
 }
 
 /// Why a claim check stands in for the payload.
@@ -253,35 +253,48 @@ impl Stand {
     }
 }
 
-/// A claim check: the delivery's naming fields, why the payload was left out, and its size.
-/// Enough to read the stored row (`source`, `delivery_id`) and to deduplicate
-/// (`idempotency_key`).
+/// A claim check: the delivery's names, why the payload was left out, and its size. Enough to
+/// read the stored row (`source`, `delivery_id`) and to deduplicate (`idempotency_key`).
 fn claim_check(d: &Delivery, why: Stand) -> String {
     format!(
-        "{},\"claim_check\":\"{}\",\"payload_bytes\":{}}}",
-        naming(d),
+        "{{{},\"claim_check\":\"{}\",\"payload_bytes\":{}}}",
+        names_member(d),
         why.as_str(),
         d.payload.len()
     )
 }
 
-/// The JSON message EventBridge and Step Functions carry: the naming fields and the payload,
-/// embedded as the bytes received (never re-serialised). `None` when the payload is not JSON.
-fn envelope(d: &Delivery) -> Option<String> {
-    serde_json::from_slice::<serde::de::IgnoredAny>(&d.payload).ok()?;
-    let payload = std::str::from_utf8(&d.payload).ok()?;
-    Some(format!("{},\"payload\":{}}}", naming(d), payload.trim()))
+/// The JSON EventBridge's `Detail` and Step Functions' input carry: the payload with the
+/// `hookclaim` member added first, its bytes otherwise as received (never re-serialised), so
+/// rules and states read the payload's own fields where they are. A payload that is JSON but
+/// not an object, or whose object already has a `hookclaim` member, goes under `payload`
+/// instead. `None` when the payload is not JSON.
+fn with_names(d: &Delivery) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(&d.payload).ok()?;
+    let text = std::str::from_utf8(&d.payload).ok()?.trim();
+    let names = names_member(d);
+    Some(match value {
+        serde_json::Value::Object(members) if !members.contains_key("hookclaim") => {
+            // The text of an object starts with its opening brace.
+            let rest = text[1..].trim_start();
+            match rest.starts_with('}') {
+                true => format!("{{{names}}}"),
+                false => format!("{{{names},{rest}"),
+            }
+        }
+        _ => format!("{{{names},\"payload\":{text}}}"),
+    })
 }
 
 /// The JSON message for a destination that takes JSON of at most `max_bytes`, of which
-/// `overhead` go to other fields: the envelope, or a claim check.
+/// `overhead` go to other fields: the payload with the delivery's names, or a claim check.
 fn json_message(d: &Delivery, max_bytes: Option<usize>, overhead: usize) -> (String, Option<Stand>) {
-    match envelope(d) {
+    match with_names(d) {
         None => (claim_check(d, Stand::NotJson), Some(Stand::NotJson)),
-        Some(e) if max_bytes.is_some_and(|most| e.len() + overhead > most) => {
+        Some(m) if max_bytes.is_some_and(|most| m.len() + overhead > most) => {
             (claim_check(d, Stand::TooLarge), Some(Stand::TooLarge))
         }
-        Some(e) => (e, None),
+        Some(m) => (m, None),
     }
 }
 
@@ -346,24 +359,38 @@ mod tests {
     }
 
     #[test]
-    fn the_envelope_embeds_the_payload_as_received() {
-        let d = delivery(br#"{"b": 1,  "a":[2]}"#);
-        let e = envelope(&d).unwrap();
-        assert!(e.ends_with(r#","payload":{"b": 1,  "a":[2]}}"#), "{e}");
-        let v: serde_json::Value = serde_json::from_str(&e).unwrap();
-        assert_eq!(v["idempotency_key"], d.idempotency_key());
-        assert_eq!(v["delivery_id"], "evt_1");
-        assert_eq!(v["payload"]["a"][0], 2);
-        assert!(envelope(&delivery(b"a=1&b=2")).is_none());
+    fn the_names_are_added_to_the_payload_as_received() {
+        let d = delivery(br#" {"b": 1,  "a":[2]} "#);
+        let m = with_names(&d).unwrap();
+        assert!(m.starts_with(r#"{"hookclaim":{"#), "{m}");
+        assert!(m.ends_with(r#"},"b": 1,  "a":[2]}"#), "{m}");
+        let v: serde_json::Value = serde_json::from_str(&m).unwrap();
+        assert_eq!(v["hookclaim"]["idempotency_key"], d.idempotency_key());
+        assert_eq!(v["hookclaim"]["delivery_id"], "evt_1");
+        assert_eq!(v["hookclaim"]["event_type"], "invoice.paid");
+        assert_eq!(v["a"][0], 2);
+        // An empty object, JSON that is not an object, and an object with a member of that name.
+        for (payload, inner) in [
+            (&b"{ }"[..], None),
+            (b"[1,2]", Some(serde_json::json!([1, 2]))),
+            (b"\"text\"", Some(serde_json::json!("text"))),
+            (br#"{"hookclaim":7}"#, Some(serde_json::json!({"hookclaim": 7}))),
+        ] {
+            let m = with_names(&delivery(payload)).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&m).unwrap_or_else(|e| panic!("{e}: {m}"));
+            assert_eq!(v["hookclaim"]["source"], "stripe", "{m}");
+            assert_eq!(v.get("payload").cloned(), inner, "{m}");
+        }
+        assert!(with_names(&delivery(b"a=1&b=2")).is_none());
     }
 
     #[test]
     fn a_claim_check_names_the_delivery_and_says_why() {
         let d = delivery(&[b'x'; 3000]);
         let v: serde_json::Value = serde_json::from_str(&claim_check(&d, Stand::TooLarge)).unwrap();
-        assert_eq!(v["source"], "stripe");
-        assert_eq!(v["delivery_id"], "evt_1");
-        assert_eq!(v["idempotency_key"], d.idempotency_key());
+        assert_eq!(v["hookclaim"]["source"], "stripe");
+        assert_eq!(v["hookclaim"]["delivery_id"], "evt_1");
+        assert_eq!(v["hookclaim"]["idempotency_key"], d.idempotency_key());
         assert_eq!(v["claim_check"], "too_large");
         assert_eq!(v["payload_bytes"], 3000);
         let (m, why) = json_message(&delivery(br#"{"a":"0123456789"}"#), Some(60), 0);

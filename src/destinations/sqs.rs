@@ -1,4 +1,4 @@
-//! SQS `SendMessage`: the payload as the message body, the delivery's naming fields as message
+//! SQS `SendMessage`: the payload as the message body, the delivery's names as message
 //! attributes. On a FIFO queue the deduplication id is the idempotency key, so SQS drops a
 //! repeat sent within its five-minute deduplication window.
 

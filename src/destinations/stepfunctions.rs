@@ -19,7 +19,7 @@ impl StepFunctions {
         }
     }
 
-    /// Starts one execution of `d` (input: the envelope, or a claim check); its ARN, or a note
+    /// Starts one execution of `d` (input: the payload with the delivery's names, or a claim check); its ARN, or a note
     /// that the execution had been started before.
     pub(super) async fn send(
         &self,
