@@ -293,7 +293,7 @@ async fn the_application_role_records_destination_progress_and_the_owners_purge_
 
     // The owner's retention purges the delivery, and its progress with it.
     owner
-        .batch_execute("UPDATE hookclaim_deliveries SET completed_at = now() - interval '40 days'")
+        .batch_execute("UPDATE hookclaim_deliveries SET completed_at = now() - interval '400 days'")
         .await
         .unwrap();
     let config = support::config(&roles.owner_url, &settings);
