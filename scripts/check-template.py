@@ -13,6 +13,9 @@ be clean under `cfn-lint` and `sam validate --lint`, and translate under `sam va
 - `cargo lambda deploy` gets the same settings as `sam deploy`: Cargo.toml's
   [package.metadata.lambda.bin.*.deploy] runtime, memory, timeout, log retention and every
   environment variable equal the template's defaults for that function;
+- each destinations combination grants both functions exactly the destinations' actions
+  (sqs:SendMessage, events:PutEvents, states:StartExecution) on the ARNs given, and the other
+  combinations grant none of them;
 - scripts/rds-ca-layer.sh passes `bash -n` and shellcheck (when installed) and builds a layer zip
   from a local bundle (it is never published here).
 
@@ -50,6 +53,24 @@ REQUIRED = {
 HOST = "mydb.cluster-abcdefghijkl.eu-west-1.rds.amazonaws.com"
 IAM = {"DbIamAuth": "true", "DbUser": "hookclaim_app"}
 PROXY = {"CreateRdsProxy": "true", "ProxyTargetInstanceId": "mydb"}
+QUEUE = "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"
+AUDIT_QUEUE = "arn:aws:sqs:eu-west-1:123456789012:audit"
+BUS = "arn:aws:events:eu-west-1:123456789012:event-bus/orders"
+MACHINE = "arn:aws:states:eu-west-1:123456789012:stateMachine:fulfil"
+DESTINATIONS = {"Processor": "destinations", "DatabaseHost": HOST, "DatabaseTls": "require",
+                "DestinationsJson": '{"stripe":[{"kind":"sqs","queue_url":'
+                                    '"https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"}]}'}
+
+# The destination actions each accepted combination grants both functions: {action: resources}.
+# Combinations not listed grant none.
+GRANTS = {
+    "destinations-sqs": {"sqs:SendMessage": [QUEUE]},
+    "destinations-eventbridge": {"events:PutEvents": [BUS]},
+    "destinations-stepfunctions": {"states:StartExecution": [MACHINE]},
+    "destinations-all": {"sqs:SendMessage": [QUEUE, AUDIT_QUEUE], "events:PutEvents": [BUS],
+                         "states:StartExecution": [MACHINE]},
+}
+DESTINATION_ACTIONS = ("sqs:", "events:", "states:")
 
 # (name, parameters over REQUIRED and the defaults, None if accepted or the refusing rule)
 COMBINATIONS = [
@@ -71,6 +92,13 @@ COMBINATIONS = [
      {"CreateRdsProxy": "true", "ProxyTargetClusterId": "mycluster", **IAM,
       "DatabaseCaLayerArn": LAYER, "ProxySecurityGroupIds": "sg-0aaaaaaaaaaaaaaaa"}, None),
     ("proxy-iam-require", {**PROXY, **IAM, "DatabaseTls": "require"}, None),
+    ("destinations-sqs", {**DESTINATIONS, "DestinationQueueArns": QUEUE}, None),
+    ("destinations-eventbridge", {**DESTINATIONS, "DestinationEventBusArns": BUS}, None),
+    ("destinations-stepfunctions", {**DESTINATIONS, "DestinationStateMachineArns": MACHINE}, None),
+    ("destinations-all",
+     {**DESTINATIONS, "DestinationQueueArns": QUEUE + "," + AUDIT_QUEUE,
+      "DestinationEventBusArns": BUS, "DestinationStateMachineArns": MACHINE,
+      "DestinationSigningSecret": "whsec_aG9va2NsYWltLXRlbXBsYXRlLWNoZWNr"}, None),
     # Refused: each would fail every cold start (or the deploy itself).
     ("defaults-verify-full-without-ca", {"DatabaseHost": HOST}, "VerifyFullNeedsTheCaBundle"),
     ("proxy-verify-full-without-ca", dict(PROXY), "VerifyFullNeedsTheCaBundle"),
@@ -89,6 +117,8 @@ COMBINATIONS = [
      {**PROXY, "ProxyTargetClusterId": "mycluster", "DatabaseTls": "require"},
      "ProxyNeedsOneTargetAndTls"),
     ("proxy-without-tls", {**PROXY, "DatabaseTls": "disable"}, "ProxyNeedsOneTargetAndTls"),
+    ("destinations-without-list", {**DESTINATIONS, "DestinationsJson": ""},
+     "DestinationsNeedTheirList"),
 ]
 
 failures = []
@@ -294,6 +324,27 @@ def check_proxy_settings(resolved):
         "%s=%s" % kv for kv in sorted(expected.items())))
 
 
+def check_destination_grants(resolved):
+    for name, functions in resolved.items():
+        expected = GRANTS.get(name, {})
+        for fn, settings in functions.items():
+            granted = {}
+            for policy in settings.get("Policies", []):
+                for statement in policy.get("Statement", []):
+                    actions = statement.get("Action")
+                    actions = actions if isinstance(actions, list) else [actions]
+                    resources = statement.get("Resource")
+                    resources = resources if isinstance(resources, list) else [resources]
+                    for action in actions:
+                        if str(action).startswith(DESTINATION_ACTIONS):
+                            granted.setdefault(action, []).extend(resources)
+            if granted != expected:
+                fail("%s %s: grants %s, expected %s" % (name, fn, granted, expected))
+    print("destination grants: exactly the configured actions on the given ARNs in %d "
+          "combinations, none in the %d others"
+          % (len(GRANTS), len(resolved) - len(GRANTS)))
+
+
 def check_cargo_metadata(template, resolved):
     cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
     bins = cargo["package"]["metadata"]["lambda"]["bin"]
@@ -364,6 +415,7 @@ def main():
         check_proxy_settings(resolved)
     if "direct-password-verify-full-ca" in resolved:
         check_cargo_metadata(template, resolved)
+    check_destination_grants(resolved)
     check_ca_layer_script()
     if failures:
         print("\n%d failure(s)" % len(failures))

@@ -1,7 +1,8 @@
 //! Everything hookclaim asks of AWS, made through aws-config so that the standard settings apply
 //! (region, credentials, and `AWS_ENDPOINT_URL` and friends for a local endpoint in tests): the
 //! environment's shared configuration, secret reads, the database login held in an RDS-format
-//! secret, and RDS IAM authentication tokens.
+//! secret, RDS IAM authentication tokens, and the clients of the destinations deliveries fan
+//! out to (SQS, EventBridge, Step Functions).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,9 +25,20 @@ use crate::config::{ConfigError, Endpoint, LoginParts};
 pub struct Aws {
     config: OnceCell<SdkConfig>,
     secrets_manager: OnceCell<aws_sdk_secretsmanager::Client>,
+    sqs: OnceCell<aws_sdk_sqs::Client>,
+    eventbridge: OnceCell<aws_sdk_eventbridge::Client>,
+    step_functions: OnceCell<aws_sdk_sfn::Client>,
 }
 
 impl Aws {
+    /// Clients made from `config` instead of the environment's defaults (another endpoint).
+    pub fn with_config(config: SdkConfig) -> Self {
+        Aws {
+            config: OnceCell::new_with(Some(config)),
+            ..Aws::default()
+        }
+    }
+
     /// The configuration from the environment (variables, profile files, the Lambda role).
     pub async fn config(&self) -> &SdkConfig {
         self.config
@@ -39,6 +51,30 @@ impl Aws {
         let config = self.config().await;
         self.secrets_manager
             .get_or_init(|| async { aws_sdk_secretsmanager::Client::new(config) })
+            .await
+    }
+
+    /// The SQS client.
+    pub async fn sqs(&self) -> &aws_sdk_sqs::Client {
+        let config = self.config().await;
+        self.sqs
+            .get_or_init(|| async { aws_sdk_sqs::Client::new(config) })
+            .await
+    }
+
+    /// The EventBridge client.
+    pub async fn eventbridge(&self) -> &aws_sdk_eventbridge::Client {
+        let config = self.config().await;
+        self.eventbridge
+            .get_or_init(|| async { aws_sdk_eventbridge::Client::new(config) })
+            .await
+    }
+
+    /// The Step Functions client.
+    pub async fn step_functions(&self) -> &aws_sdk_sfn::Client {
+        let config = self.config().await;
+        self.step_functions
+            .get_or_init(|| async { aws_sdk_sfn::Client::new(config) })
             .await
     }
 

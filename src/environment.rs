@@ -94,6 +94,7 @@ pub async fn webhook<P: Processor>(
     processor: P,
 ) -> Result<Webhook<P>, StartupError> {
     let secrets = config.require_secrets()?;
+    processor.start().await;
     // One AWS configuration for the environment, shared by the secrets and the database.
     let aws = Arc::new(Aws::default());
     let keys = Keys::with_aws(Arc::new(config.sources.clone()), secrets, aws.clone());
@@ -127,6 +128,7 @@ pub async fn retention<P: Processor>(
     processor: P,
 ) -> Result<crate::retention::Retention<P>, StartupError> {
     let db = database(config).await?;
+    processor.start().await;
     let retention = crate::retention::Retention::from_config(config, db, processor);
     if let Err(e) = retention.ensure_ready().await {
         tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");

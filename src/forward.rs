@@ -4,10 +4,16 @@
 //! Each call carries an `Idempotency-Key` derived from source and delivery id, the same on every
 //! attempt. If the function crashes after the call and before the delivery is finished, the
 //! re-drive calls again with the same key, and the endpoint recognises the repeat.
+//!
+//! With a signing secret, each call is also signed as a Standard Webhooks sender signs
+//! (`webhook-id` is the idempotency key), so the endpoint verifies it with any Standard Webhooks
+//! library and deduplicates on `webhook-id`.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use base64::Engine as _;
 use bytes::Bytes;
+use hmac::{Hmac, Mac as _};
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -15,16 +21,27 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::processor::{Delivery, Outcome, ProcessError, Processor};
+use crate::secret::Secret;
 use crate::work::Work;
 
 /// The header carrying the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Standard Webhooks' id header: the idempotency key.
+pub const WEBHOOK_ID: &str = "webhook-id";
+
+/// Standard Webhooks' timestamp header: seconds since the epoch when the call was signed.
+pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+
+/// Standard Webhooks' signature header: `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`.
+pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 
 /// Forwards deliveries to one URL (`FORWARD_URL`).
 pub struct Forwarder {
     url: http::Uri,
     timeout: Duration,
     conflict: ForwardConflict,
+    signing: Option<Secret>,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
@@ -42,8 +59,15 @@ impl Forwarder {
             url,
             timeout,
             conflict: ForwardConflict::Retry,
+            signing: None,
             client: Client::builder(TokioExecutor::new()).build(https),
         })
+    }
+
+    /// Signs every call with `secret` (a `whsec_` Standard Webhooks secret).
+    pub fn with_signing(mut self, secret: Secret) -> Self {
+        self.signing = Some(secret);
+        self
     }
 
     /// Reads a 409 from the endpoint as `conflict` says (the default is [`ForwardConflict::Retry`]).
@@ -52,11 +76,21 @@ impl Forwarder {
         self
     }
 
-    fn request(&self, d: &Delivery) -> Result<http::Request<Full<Bytes>>, http::Error> {
-        let content_type = d
-            .headers
-            .get("content-type")
-            .map_or("application/json", String::as_str);
+    fn request(
+        &self,
+        d: &Delivery,
+        body: Body,
+        now: SystemTime,
+    ) -> Result<http::Request<Full<Bytes>>, http::Error> {
+        let (body, content_type) = match body {
+            Body::Payload => (
+                Bytes::from(d.payload.clone()),
+                d.headers
+                    .get("content-type")
+                    .map_or("application/json", String::as_str),
+            ),
+            Body::ClaimCheck(json) => (Bytes::from(json), "application/json"),
+        };
         let mut req = http::Request::post(self.url.clone())
             .header(http::header::CONTENT_TYPE, content_type)
             .header(IDEMPOTENCY_KEY, d.idempotency_key())
@@ -70,8 +104,64 @@ impl Forwarder {
         if let Some(Ok(v)) = d.event_type.as_deref().map(http::HeaderValue::from_str) {
             req = req.header("x-hookclaim-event-type", v);
         }
-        req.body(Full::new(Bytes::from(d.payload.clone())))
+        if let Some(secret) = &self.signing {
+            let id = d.idempotency_key();
+            let timestamp = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+            req = req
+                .header(WEBHOOK_SIGNATURE, sign(secret, &id, timestamp, &body))
+                .header(WEBHOOK_ID, id)
+                .header(WEBHOOK_TIMESTAMP, timestamp.to_string());
+        }
+        req.body(Full::new(body))
     }
+
+    /// Posts `body` for `d`, within the timeout: the endpoint's status, or why there is none.
+    pub(crate) async fn post(&self, d: &Delivery, body: Body) -> Result<http::StatusCode, Outcome> {
+        let req = self
+            .request(d, body, SystemTime::now())
+            .map_err(|e| Outcome::Permanent(format!("cannot build the request: {e}")))?;
+        let call = async {
+            let resp = self.client.request(req).await?;
+            let status = resp.status();
+            // Read the answer to the end so the connection can be reused.
+            let _ = resp.into_body().collect().await;
+            Ok::<_, hyper_util::client::legacy::Error>(status)
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Err(_) => Err(Outcome::Retry("forward endpoint timed out".into())),
+            Ok(Err(e)) => Err(Outcome::Retry(format!("forward failed: {e}"))),
+            Ok(Ok(status)) => Ok(status),
+        }
+    }
+
+    /// How this forwarder reads an endpoint's status.
+    pub(crate) fn outcome(&self, status: http::StatusCode) -> Outcome {
+        outcome_of(status, self.conflict)
+    }
+}
+
+/// The `webhook-signature` value for a call: `v1,` and the base64 HMAC-SHA256 of
+/// `"{id}.{timestamp}.{body}"` under the secret's bytes, as the Standard Webhooks specification
+/// has a sender sign.
+pub fn sign(secret: &Secret, id: &str, timestamp: u64, body: &[u8]) -> String {
+    // HMAC takes a key of any length: this never falls back to the empty key.
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.expose())
+        .unwrap_or_else(|_| Hmac::<sha2::Sha256>::new(&Default::default()));
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    let tag = mac.finalize().into_bytes();
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(tag))
+}
+
+/// What a call carries.
+pub(crate) enum Body {
+    /// The delivery's payload, with its content type.
+    Payload,
+    /// A JSON claim check standing in for it.
+    ClaimCheck(String),
 }
 
 /// What a 409 ForwardConflict from the endpoint means (`FORWARD_CONFLICT`).
@@ -105,21 +195,9 @@ impl Processor for Forwarder {
         delivery: &Delivery,
         _work: &mut Work<'_>,
     ) -> Result<Outcome, ProcessError> {
-        let req = match self.request(delivery) {
-            Ok(req) => req,
-            Err(e) => return Ok(Outcome::Permanent(format!("cannot build the request: {e}"))),
-        };
-        let call = async {
-            let resp = self.client.request(req).await?;
-            let status = resp.status();
-            // Read the answer to the end so the connection can be reused.
-            let _ = resp.into_body().collect().await;
-            Ok::<_, hyper_util::client::legacy::Error>(status)
-        };
-        Ok(match tokio::time::timeout(self.timeout, call).await {
-            Err(_) => Outcome::Retry("forward endpoint timed out".into()),
-            Ok(Err(e)) => Outcome::Retry(format!("forward failed: {e}")),
-            Ok(Ok(status)) => outcome_of(status, self.conflict),
+        Ok(match self.post(delivery, Body::Payload).await {
+            Ok(status) => self.outcome(status),
+            Err(outcome) => outcome,
         })
     }
 }

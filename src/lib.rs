@@ -61,6 +61,7 @@ internal_modules!(
     aws,
     connection,
     db,
+    destinations,
     environment,
     forward,
     function,
@@ -81,6 +82,7 @@ internal_modules!(
 );
 
 pub use config::{Config, ConfigError};
+pub use destinations::Destinations;
 pub use forward::{ForwardConflict, Forwarder};
 pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
 pub use licence::Licences;

@@ -140,7 +140,7 @@ async fn process_in_transaction<P: Processor>(
     at: &Attempt<'_>,
 ) -> Result<Settled, Failure> {
     let client = session.client().await.map_err(Failure::Database)?;
-    let mut work = Work::new(client);
+    let mut work = Work::new(client).under(*at);
     // A panic is a failed attempt, retried and in the end dead like any other, so one poisoned
     // payload cannot take the function down with it. Only where panics unwind: with
     // `panic = "abort"` the process ends, and the claim's attempt cap decides.

@@ -144,6 +144,12 @@ pub trait Processor: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Makes what the processor keeps for the execution environment's lifetime (clients of
+    /// other services). Runs once, at cold start, before the first delivery; nothing by default.
+    fn start(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// Processes one delivery: queues its writes on `work` and says how it went.
     fn process(
         &self,

@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "key_retention",
         sql: include_str!("../migrations/0003_key_retention.sql"),
     },
+    Migration {
+        version: 4,
+        name: "destination_progress",
+        sql: include_str!("../migrations/0004_destination_progress.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.

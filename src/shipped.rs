@@ -2,9 +2,13 @@
 //! (`HOOKCLAIM_PROCESSOR`). Both shipped binaries run [`Shipped::from_config`], so the webhook
 //! and retention functions can never run different processors.
 
+use std::sync::Arc;
+
 use tokio_postgres::Transaction;
 
+use crate::aws::Aws;
 use crate::config::{Config, ProcessorChoice};
+use crate::destinations::Destinations;
 use crate::forward::{ForwardConflict, Forwarder};
 use crate::licence::Licences;
 use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly};
@@ -18,6 +22,8 @@ pub enum Shipped {
     Licence(Licences),
     /// Posts each delivery to `FORWARD_URL` with an idempotency key.
     Forward(Box<Forwarder>),
+    /// Fans each delivery out to its source's destinations (`HOOKCLAIM_DESTINATIONS`).
+    Destinations(Box<Destinations>),
 }
 
 impl Shipped {
@@ -30,14 +36,21 @@ impl Shipped {
                 url,
                 timeout,
                 conflict_is_done,
+                signing_secret,
             } => {
                 let conflict = match conflict_is_done {
                     true => ForwardConflict::Done,
                     false => ForwardConflict::Retry,
                 };
-                let forwarder = Forwarder::new(url.clone(), *timeout)?.with_conflict(conflict);
+                let mut forwarder = Forwarder::new(url.clone(), *timeout)?.with_conflict(conflict);
+                if let Some(secret) = signing_secret {
+                    forwarder = forwarder.with_signing(secret.clone());
+                }
                 Shipped::Forward(Box::new(forwarder))
             }
+            ProcessorChoice::Destinations(destinations) => Shipped::Destinations(Box::new(
+                Destinations::new(destinations, Arc::new(Aws::default()))?,
+            )),
         })
     }
 }
@@ -48,6 +61,7 @@ impl Processor for Shipped {
             Shipped::Store(p) => p.name(),
             Shipped::Licence(p) => p.name(),
             Shipped::Forward(p) => p.name(),
+            Shipped::Destinations(p) => p.name(),
         }
     }
 
@@ -56,6 +70,16 @@ impl Processor for Shipped {
             Shipped::Store(p) => p.store_only(),
             Shipped::Licence(p) => p.store_only(),
             Shipped::Forward(p) => p.store_only(),
+            Shipped::Destinations(p) => p.store_only(),
+        }
+    }
+
+    async fn start(&self) {
+        match self {
+            Shipped::Store(p) => p.start().await,
+            Shipped::Licence(p) => p.start().await,
+            Shipped::Forward(p) => p.start().await,
+            Shipped::Destinations(p) => p.start().await,
         }
     }
 
@@ -64,6 +88,7 @@ impl Processor for Shipped {
             Shipped::Store(p) => p.setup(tx).await,
             Shipped::Licence(p) => p.setup(tx).await,
             Shipped::Forward(p) => p.setup(tx).await,
+            Shipped::Destinations(p) => p.setup(tx).await,
         }
     }
 
@@ -76,6 +101,7 @@ impl Processor for Shipped {
             Shipped::Store(p) => p.process(delivery, work).await,
             Shipped::Licence(p) => p.process(delivery, work).await,
             Shipped::Forward(p) => p.process(delivery, work).await,
+            Shipped::Destinations(p) => p.process(delivery, work).await,
         }
     }
 }

@@ -45,6 +45,8 @@ pub struct Work<'c> {
     /// BEGIN has been sent and the transaction has not been ended.
     open: bool,
     queued: Vec<Queued>,
+    /// The claim this work runs under, for records that commit on their own.
+    attempt: Option<Attempt<'c>>,
 }
 
 impl<'c> Work<'c> {
@@ -54,6 +56,23 @@ impl<'c> Work<'c> {
             conn,
             open: false,
             queued: Vec::new(),
+            attempt: None,
+        }
+    }
+
+    /// The same work, held under `attempt`'s claim.
+    pub(crate) fn under(mut self, attempt: Attempt<'c>) -> Self {
+        self.attempt = Some(attempt);
+        self
+    }
+
+    /// The connection and the claim, for a statement that must commit on its own, before and
+    /// whatever the delivery's transaction concludes (a destination's progress). `None` once the
+    /// transaction is open, when such a statement would join it, or without a claim.
+    pub(crate) fn outside(&self) -> Option<(&Conn, &Attempt<'c>)> {
+        match (&self.attempt, self.open) {
+            (Some(at), false) => Some((&*self.conn, at)),
+            _ => None,
         }
     }
 

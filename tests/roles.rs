@@ -3,7 +3,8 @@
 //! migrations through the retention function's `migrate` command; the webhook function runs as
 //! the application role, which has no `CREATE`, with `HOOKCLAIM_MIGRATE=never` (the template's
 //! setting), and gives every row of the response table. A schema that is behind answers 503 and
-//! is logged, without failing the cold start, until the owner has migrated.
+//! is logged, without failing the cold start, until the owner has migrated. The application role
+//! records destinations' progress, and the owner's purge removes it with its delivery.
 
 mod support;
 
@@ -213,6 +214,14 @@ async fn the_roles_script_gives_the_application_role_data_rights_only_on_hookcla
         ),
         (
             q(format!(
+                "SELECT has_table_privilege('{}', 'hookclaim.hookclaim_destination_progress', \
+                 'SELECT, INSERT, DELETE')",
+                roles.app
+            )),
+            true,
+        ),
+        (
+            q(format!(
                 "SELECT bool_and(tableowner = '{}') FROM pg_tables WHERE schemaname = 'hookclaim'",
                 roles.owner
             )),
@@ -235,6 +244,76 @@ async fn the_roles_script_gives_the_application_role_data_rights_only_on_hookcla
         refused.code(),
         Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
     );
+}
+
+#[tokio::test]
+async fn the_application_role_records_destination_progress_and_the_owners_purge_removes_it() {
+    let db = TestDb::empty().await;
+    let roles = roles(&db).await;
+    owner_migrates(&roles, Scripted).await;
+    // moto's server first: starting it points this process's AWS settings at it.
+    support::moto::server();
+    let sqs = aws_sdk_sqs::Client::new(
+        &aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await,
+    );
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(format!("hc-roles-{:08x}", fastrand::u32(..)))
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url()
+        .expect("queue URL")
+        .to_string();
+    let destinations = json!({"github": [{"kind": "sqs", "queue_url": queue_url}]}).to_string();
+    let settings = [
+        ("HOOKCLAIM_PROCESSOR", "destinations"),
+        ("HOOKCLAIM_DESTINATIONS", destinations.as_str()),
+    ];
+    let config = support::config(&roles.app_url, &settings);
+    let processor = hookclaim::Shipped::from_config(&config).expect("destinations processor");
+    let hook = app_webhook(&roles, &settings, processor).await;
+
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            "roles-dest-1",
+            b"{}",
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&resp).0, 200, "{:?}", answer(&resp));
+    let owner = support::connect(&roles.owner_url).await;
+    let recorded = support::count(
+        &owner,
+        "SELECT count(*) FROM hookclaim_destination_progress",
+    )
+    .await;
+    assert_eq!(recorded, 1);
+
+    // The owner's retention purges the delivery, and its progress with it.
+    owner
+        .batch_execute("UPDATE hookclaim_deliveries SET completed_at = now() - interval '400 days'")
+        .await
+        .unwrap();
+    let config = support::config(&roles.owner_url, &settings);
+    let retention = hookclaim::environment::retention(
+        &config,
+        hookclaim::Shipped::from_config(&config).expect("destinations processor"),
+    )
+    .await
+    .expect("retention cold start");
+    let report = retention
+        .handle(json!({}), SystemTime::now() + Duration::from_secs(30))
+        .await
+        .expect("retention run");
+    assert_eq!(report.purged, 1, "{report:?}");
+    let left = support::count(
+        &owner,
+        "SELECT count(*) FROM hookclaim_destination_progress",
+    )
+    .await;
+    assert_eq!(left, 0);
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! missing setting stops the cold start with an error that names the setting.
 
 mod database;
+mod destinations;
 mod processing;
 mod sources;
 
@@ -11,6 +12,10 @@ use std::time::Duration;
 pub use database::{
     DatabaseConfig, DatabaseFrom, DbSettings, Endpoint, LoginParts, MigrateMode, TlsMode,
     DEFAULT_DBNAME, DEFAULT_PORT,
+};
+pub use destinations::{
+    parse as parse_destinations, DestinationConfig, Destinations, Target,
+    DEFAULT_DESTINATION_TIMEOUT, EVENTBRIDGE_MAX_BYTES, SQS_MAX_BYTES, STEP_FUNCTIONS_MAX_BYTES,
 };
 pub use processing::{ProcessorChoice, RetentionSettings, RetryPolicy};
 pub use sources::{
@@ -68,7 +73,7 @@ impl Config {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
         let get: Lookup<'_> = &get;
-        Ok(Config {
+        let config = Config {
             sources: sources::read_sources(get)?,
             secrets: sources::read_secrets(get)?,
             database: DatabaseConfig::read(get)?,
@@ -76,7 +81,11 @@ impl Config {
             retry: processing::read_retry(get)?,
             retention: processing::read_retention(get)?,
             processor: processing::read_processor(get)?,
-        })
+        };
+        if let ProcessorChoice::Destinations(d) = &config.processor {
+            destinations::check_sources(d, &config.sources)?;
+        }
+        Ok(config)
     }
 
     /// The webhook secrets' origin, which the webhook function cannot run without.

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
+use super::destinations::{self, Destinations};
 use super::{bad, days, int, secs, ConfigError, Lookup};
+use crate::secret::{Secret, SecretFormat};
 
 /// Which shipped processor the `webhook` and `retention` binaries run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +21,11 @@ pub enum ProcessorChoice {
         timeout: Duration,
         /// `FORWARD_CONFLICT=done`: a 409 from the endpoint means done; otherwise it is retried.
         conflict_is_done: bool,
+        /// `FORWARD_SIGNING_SECRET`: signs each call with Standard Webhooks headers.
+        signing_secret: Option<Secret>,
     },
+    /// The fan-out to each source's destinations (`HOOKCLAIM_DESTINATIONS`).
+    Destinations(Destinations),
 }
 
 /// Exponential backoff with a cap, jitter and a maximum number of attempts.
@@ -127,11 +133,26 @@ pub(super) fn read_processor(get: Lookup<'_>) -> Result<ProcessorChoice, ConfigE
                         ))
                     }
                 },
+                signing_secret: match get("FORWARD_SIGNING_SECRET") {
+                    None => None,
+                    Some(text) => Some(
+                        Secret::parse(&text, SecretFormat::StandardWebhooks)
+                            .ok()
+                            .filter(|s| !s.is_public_key())
+                            .ok_or_else(|| {
+                                bad(
+                                    "FORWARD_SIGNING_SECRET",
+                                    "not a Standard Webhooks secret (whsec_ and base64)",
+                                )
+                            })?,
+                    ),
+                },
             },
+            "destinations" => ProcessorChoice::Destinations(destinations::read(get)?),
             other => {
                 return Err(bad(
                     "HOOKCLAIM_PROCESSOR",
-                    format!("{other:?} is not one of store, licence, forward"),
+                    format!("{other:?} is not one of store, licence, forward, destinations"),
                 ))
             }
         },

@@ -1,0 +1,993 @@
+//! The fan-out to destinations, against moto's server (SQS, EventBridge, Step Functions) and a
+//! loopback HTTP endpoint, with a real PostgreSQL: each destination gets each delivery once and
+//! every message carries the idempotency key; a crash between a destination's call and its
+//! record repeats that destination once, under the same key, and no other; a FIFO queue drops
+//! that repeat; a failed PutEvents entry is retried and leaves one event; payloads above a
+//! destination's limit travel as claim checks; bad settings stop the cold start; a destination
+//! that can never succeed ends the delivery dead, naming it.
+//!
+//! Calls are counted on the server side, from moto's request recording.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hookclaim::aws::Aws;
+use hookclaim::processor::idempotency_key;
+use hookclaim::verify::Scheme;
+use hookclaim::{Destinations, Secret, SecretFormat, Shipped};
+use serde_json::{json, Value};
+use support::ledger::make_due;
+use support::moto::{self, Call};
+use support::{answer, count, github_request, row, Format, TestDb};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Mutex;
+
+/// The HTTP destinations' signing secret, in the variable their `secret_env` names.
+const SIGNING_SECRET: &str = "whsec_aG9va2NsYWltLWRlc3RpbmF0aW9uLXRlc3Q=";
+const SIGNING_SECRET_ENV: &str = "HOOKCLAIM_TEST_SIGNING_SECRET";
+
+/// A name no other test uses, valid for queues, buses, rules and state machines.
+fn unique(prefix: &str) -> String {
+    format!("hc-{prefix}-{:010x}", fastrand::u64(..) >> 24)
+}
+
+/// The AWS configuration the tests' own clients use: moto's endpoint, as the code under test
+/// reaches it.
+async fn sdk() -> aws_config::SdkConfig {
+    moto::server();
+    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// A queue: its URL and ARN.
+struct Queue {
+    url: String,
+    arn: String,
+}
+
+async fn queue(name: &str, fifo: bool) -> Queue {
+    let sqs = aws_sdk_sqs::Client::new(&sdk().await);
+    let mut req = sqs.create_queue().queue_name(name);
+    if fifo {
+        req = req.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+    }
+    let url = req
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "CreateQueue {name}: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(&e)
+            )
+        })
+        .queue_url()
+        .expect("queue URL")
+        .to_string();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("GetQueueAttributes")
+        .attributes()
+        .and_then(|a| {
+            a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                .cloned()
+        })
+        .expect("queue ARN");
+    Queue { url, arn }
+}
+
+/// One message read back from a queue.
+#[derive(Debug)]
+struct Received {
+    body: String,
+    attributes: BTreeMap<String, String>,
+    dedup_id: Option<String>,
+    group_id: Option<String>,
+}
+
+/// Every message in the queue, each received and deleted once.
+async fn drain(url: &str) -> Vec<Received> {
+    let sqs = aws_sdk_sqs::Client::new(&sdk().await);
+    let mut out = Vec::new();
+    let mut empty = 0;
+    while empty < 3 {
+        let got = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .visibility_timeout(60)
+            .send()
+            .await
+            .expect("ReceiveMessage");
+        let messages = got.messages();
+        if messages.is_empty() {
+            empty += 1;
+            continue;
+        }
+        for m in messages {
+            let system = m.attributes();
+            let sys = |k: aws_sdk_sqs::types::MessageSystemAttributeName| {
+                system.and_then(|a| a.get(&k).cloned())
+            };
+            out.push(Received {
+                body: m.body().unwrap_or_default().to_string(),
+                attributes: m
+                    .message_attributes()
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| {
+                                (k.clone(), v.string_value().unwrap_or_default().to_string())
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                dedup_id: sys(
+                    aws_sdk_sqs::types::MessageSystemAttributeName::MessageDeduplicationId,
+                ),
+                group_id: sys(aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId),
+            });
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().expect("receipt handle"))
+                .send()
+                .await
+                .expect("DeleteMessage");
+        }
+    }
+    out
+}
+
+/// An event bus whose events (of `event_source`) a rule copies into a queue, so a test can read
+/// them back: the bus's name and the queue.
+async fn bus_into_queue(event_source: &str) -> (String, Queue) {
+    let events = aws_sdk_eventbridge::Client::new(&sdk().await);
+    let bus = unique("bus");
+    events
+        .create_event_bus()
+        .name(&bus)
+        .send()
+        .await
+        .expect("CreateEventBus");
+    let capture = queue(&unique("events"), false).await;
+    let rule = unique("rule");
+    events
+        .put_rule()
+        .name(&rule)
+        .event_bus_name(&bus)
+        .event_pattern(json!({"source": [event_source]}).to_string())
+        .send()
+        .await
+        .expect("PutRule");
+    events
+        .put_targets()
+        .rule(&rule)
+        .event_bus_name(&bus)
+        .targets(
+            aws_sdk_eventbridge::types::Target::builder()
+                .id("capture")
+                .arn(&capture.arn)
+                .build()
+                .expect("target"),
+        )
+        .send()
+        .await
+        .expect("PutTargets");
+    (bus, capture)
+}
+
+/// A state machine that does nothing; its ARN.
+async fn state_machine() -> String {
+    let sfn = aws_sdk_sfn::Client::new(&sdk().await);
+    sfn.create_state_machine()
+        .name(unique("machine"))
+        .definition(r#"{"StartAt":"Done","States":{"Done":{"Type":"Pass","End":true}}}"#)
+        .role_arn("arn:aws:iam::123456789012:role/hookclaim-test")
+        .send()
+        .await
+        .expect("CreateStateMachine")
+        .state_machine_arn()
+        .to_string()
+}
+
+/// The state machine's executions: (name, input).
+async fn executions(machine: &str) -> Vec<(String, Value)> {
+    let sfn = aws_sdk_sfn::Client::new(&sdk().await);
+    let list = sfn
+        .list_executions()
+        .state_machine_arn(machine)
+        .send()
+        .await
+        .expect("ListExecutions");
+    let mut out = Vec::new();
+    for e in list.executions() {
+        let described = sfn
+            .describe_execution()
+            .execution_arn(e.execution_arn())
+            .send()
+            .await
+            .expect("DescribeExecution");
+        let input =
+            serde_json::from_str(described.input().unwrap_or("null")).expect("input is JSON");
+        out.push((e.name().to_string(), input));
+    }
+    out
+}
+
+/// The configuration's overrides for `destinations` on the github source, with the signing
+/// secret its HTTP destinations read.
+fn settings(destinations: &Value) -> Vec<(String, String)> {
+    vec![
+        ("HOOKCLAIM_PROCESSOR".into(), "destinations".into()),
+        (
+            "HOOKCLAIM_DESTINATIONS".into(),
+            json!({ "github": destinations }).to_string(),
+        ),
+        (SIGNING_SECRET_ENV.into(), SIGNING_SECRET.into()),
+        // A failed attempt is due again at once when a test makes it due.
+        ("RETRY_BASE_SECS".into(), "60".into()),
+    ]
+}
+
+fn refs(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+/// The shipped processor as the binaries build it from `pairs`.
+fn shipped(url: &str, pairs: &[(String, String)]) -> Shipped {
+    let config = support::config(url, &refs(pairs));
+    Shipped::from_config(&config).expect("processor from the configuration")
+}
+
+/// One call an HTTP destination received: its headers (lower-case) and body.
+#[derive(Debug, Clone)]
+struct HttpCall {
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+}
+
+/// A loopback HTTP/1.1 endpoint that records every call and answers 200.
+async fn endpoint() -> (String, Arc<Mutex<Vec<HttpCall>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let recorded = calls.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let calls = recorded.clone();
+            tokio::spawn(async move {
+                while let Some((head, body)) = read_http(&mut sock).await {
+                    let mut headers = http::HeaderMap::new();
+                    for line in head.lines().skip(1) {
+                        if let Some((k, v)) = line.split_once(':') {
+                            headers.insert(
+                                http::HeaderName::from_bytes(k.trim().to_lowercase().as_bytes())
+                                    .unwrap(),
+                                http::HeaderValue::from_str(v.trim()).unwrap(),
+                            );
+                        }
+                    }
+                    calls.lock().await.push(HttpCall { headers, body });
+                    let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                    if sock.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, calls)
+}
+
+/// Reads one HTTP/1.1 message (head and a `content-length` body); `None` at the end of the
+/// connection.
+async fn read_http(sock: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let body_start = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = sock.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..body_start - 4]).to_string();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < body_start + len {
+        let n = sock.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some((head, buf[body_start..body_start + len].to_vec()))
+}
+
+/// The calls of `target` (e.g. `AmazonSQS.SendMessage`) whose request mentions `key`.
+fn calls_with(calls: &[Call], target: &str, key: &str) -> usize {
+    calls
+        .iter()
+        .filter(|c| c.target == target && c.body.to_string().contains(key))
+        .count()
+}
+
+const SEND_MESSAGE: &str = "AmazonSQS.SendMessage";
+const PUT_EVENTS: &str = "AWSEvents.PutEvents";
+const START_EXECUTION: &str = "AWSStepFunctions.StartExecution";
+
+/// Runs the retention function once over `db` with the processor `pairs` configure: the
+/// scheduled re-drive.
+async fn redrive(db: &TestDb, pairs: &[(String, String)]) -> hookclaim::retention::Report {
+    let retention = support::retention(&db.url, &refs(pairs), shipped(&db.url, pairs)).await;
+    retention
+        .handle(json!({}), SystemTime::now() + Duration::from_secs(30))
+        .await
+        .expect("retention run")
+}
+
+async fn progress(c: &tokio_postgres::Client, id: &str) -> Vec<String> {
+    c.query(
+        "SELECT destination FROM hookclaim_destination_progress WHERE delivery_id = $1
+          ORDER BY recorded_at, destination",
+        &[&id],
+    )
+    .await
+    .expect("read progress")
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+#[tokio::test]
+async fn each_destination_receives_each_delivery_once_and_every_message_carries_the_key() {
+    let db = TestDb::migrated().await;
+    let fifo = queue(&format!("{}.fifo", unique("orders")), true).await;
+    let plain = queue(&unique("audit"), false).await;
+    let event_source = format!("hookclaim.test.{}", unique("src"));
+    let (bus, events) = bus_into_queue(&event_source).await;
+    let machine = state_machine().await;
+    let (url, http_calls) = endpoint().await;
+    let pairs = settings(&json!([
+        {"kind": "sqs", "queue_url": fifo.url, "group_pointer": "/repository/owner"},
+        {"kind": "sqs", "queue_url": plain.url},
+        {"kind": "eventbridge", "bus": bus, "source": event_source},
+        {"kind": "stepfunctions", "state_machine_arn": machine},
+        {"kind": "http", "url": url, "secret_env": SIGNING_SECRET_ENV},
+    ]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+
+    let ids = ["fan-1", "fan-2", "fan-3"];
+    let body = |id: &str| format!(r#"{{"repository":{{"owner":"octo"}},"delivery":"{id}"}}"#);
+    for id in ids {
+        let first = hook
+            .handle(github_request(
+                Format::HttpApiV2,
+                id,
+                body(id).as_bytes(),
+                false,
+            ))
+            .await;
+        assert_eq!(
+            answer(&first),
+            (200, json!({"status": "processed", "delivery_id": id}))
+        );
+        let again = hook
+            .handle(github_request(
+                Format::HttpApiV2,
+                id,
+                body(id).as_bytes(),
+                false,
+            ))
+            .await;
+        assert_eq!(answer(&again).1["status"], "duplicate");
+    }
+
+    let key = |id: &str| idempotency_key("github", id);
+    let c = db.client().await;
+    for id in ids {
+        assert_eq!(row(&c, "github", id).await.unwrap().0, "done");
+        assert_eq!(
+            progress(&c, id).await.len(),
+            5,
+            "{id}: every destination recorded"
+        );
+    }
+
+    // SQS FIFO: one message per delivery, deduplicated on the key, grouped by the pointer.
+    let messages = drain(&fifo.url).await;
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    for (m, id) in messages.iter().zip(ids) {
+        assert_eq!(m.body, body(id));
+        assert_eq!(m.attributes["idempotency_key"], key(id));
+        assert_eq!(m.attributes["delivery_id"], id);
+        assert_eq!(m.dedup_id.as_deref(), Some(key(id).as_str()));
+        assert_eq!(m.group_id.as_deref(), Some("octo"));
+    }
+    // SQS standard.
+    let mut messages = drain(&plain.url).await;
+    messages.sort_by(|a, b| a.body.cmp(&b.body));
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    for (m, id) in messages.iter().zip(ids) {
+        assert_eq!(m.body, body(id));
+        assert_eq!(m.attributes["idempotency_key"], key(id));
+    }
+    // EventBridge, read back through a rule into a queue.
+    let mut delivered: Vec<Value> = drain(&events.url)
+        .await
+        .iter()
+        .map(|m| serde_json::from_str(&m.body).expect("event JSON"))
+        .collect();
+    delivered.sort_by_key(|e| {
+        e["detail"]["hookclaim"]["delivery_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    assert_eq!(delivered.len(), 3, "{delivered:?}");
+    for (e, id) in delivered.iter().zip(ids) {
+        assert_eq!(e["source"], event_source.as_str());
+        assert_eq!(e["detail-type"], "push");
+        // Detail is the payload, with the delivery's names added as `hookclaim`.
+        let mut detail = e["detail"].clone();
+        let names = detail
+            .as_object_mut()
+            .and_then(|o| o.remove("hookclaim"))
+            .expect("the hookclaim member");
+        assert_eq!(names["idempotency_key"], key(id));
+        assert_eq!(names["delivery_id"], id);
+        assert_eq!(names["event_type"], "push");
+        assert_eq!(detail, serde_json::from_str::<Value>(&body(id)).unwrap());
+    }
+    // Step Functions: one execution per delivery, named after its key.
+    let mut started = executions(&machine).await;
+    started.sort_by(|a, b| {
+        a.1["hookclaim"]["delivery_id"]
+            .to_string()
+            .cmp(&b.1["hookclaim"]["delivery_id"].to_string())
+    });
+    assert_eq!(started.len(), 3, "{started:?}");
+    for ((name, input), id) in started.iter().zip(ids) {
+        assert_eq!(name, &key(id));
+        assert_eq!(input["hookclaim"]["idempotency_key"], key(id));
+        assert_eq!(input["delivery"], id);
+        assert_eq!(input["repository"]["owner"], "octo");
+    }
+    // HTTP: one signed call per delivery, webhook-id the key.
+    let calls = http_calls.lock().await;
+    assert_eq!(calls.len(), 3);
+    for (call, id) in calls.iter().zip(ids) {
+        assert_eq!(call.headers["webhook-id"], key(id).as_str());
+        assert_eq!(call.body, body(id).as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn a_signed_forward_verifies_with_the_standard_webhooks_verifier() {
+    let db = TestDb::migrated().await;
+    let (url, http_calls) = endpoint().await;
+    let pairs = settings(&json!([{"kind": "http", "url": url, "secret_env": SIGNING_SECRET_ENV}]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+    let body = br#"{"action":"opened","number":7}"#;
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "signed-1", body, false))
+        .await;
+    assert_eq!(answer(&resp).0, 200);
+
+    let calls = http_calls.lock().await;
+    assert_eq!(calls.len(), 1);
+    let call = &calls[0];
+    // The receiver's side: hookclaim's own Standard Webhooks verifier, as any receiver would
+    // configure it (the whsec_ secret, a 300 s tolerance).
+    let scheme = Scheme::Standard {
+        tolerance_secs: 300,
+        raw_secrets: false,
+    };
+    let secret = Secret::parse(SIGNING_SECRET, SecretFormat::StandardWebhooks).unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let verified = hookclaim::verify::verify(&scheme, &[secret], &call.headers, &call.body, now)
+        .expect("hookclaim's signed forward verifies as Standard Webhooks");
+    assert_eq!(verified.delivery_id, idempotency_key("github", "signed-1"));
+    // Another secret does not verify it, nor does a changed body.
+    let other = Secret::parse(
+        "whsec_b3RoZXItc2VjcmV0LWtleQ==",
+        SecretFormat::StandardWebhooks,
+    )
+    .unwrap();
+    assert!(hookclaim::verify::verify(&scheme, &[other], &call.headers, &call.body, now).is_err());
+    let secret = Secret::parse(SIGNING_SECRET, SecretFormat::StandardWebhooks).unwrap();
+    let tampered = br#"{"action":"opened","number":8}"#;
+    assert!(hookclaim::verify::verify(&scheme, &[secret], &call.headers, tampered, now).is_err());
+}
+
+/// The failpoint: the record of `destination` fails as if the process had died between the
+/// destination's answer and its record.
+async fn fail_recording(c: &tokio_postgres::Client, destination: &str) {
+    c.batch_execute(&format!(
+        "CREATE FUNCTION hookclaim_test_die() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'the process died before recording'; END $$;
+         CREATE TRIGGER hookclaim_test_die BEFORE INSERT ON hookclaim_destination_progress
+           FOR EACH ROW WHEN (NEW.destination = '{destination}') EXECUTE FUNCTION hookclaim_test_die();"
+    ))
+    .await
+    .expect("install the failpoint");
+}
+
+async fn recover(c: &tokio_postgres::Client) {
+    c.batch_execute(
+        "DROP TRIGGER hookclaim_test_die ON hookclaim_destination_progress;
+         DROP FUNCTION hookclaim_test_die();",
+    )
+    .await
+    .expect("remove the failpoint");
+}
+
+/// Which destination of three dies between its call and its record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Dies {
+    StepFunctions,
+    Fifo,
+    EventBridge,
+}
+
+/// Three destinations (Step Functions, a FIFO queue, EventBridge); the one `dies` names is
+/// called and then not recorded; the scheduled re-drive finishes the delivery. Returns the
+/// calls each destination received for the delivery, and what each holds afterwards.
+async fn crash_between_call_and_record(dies: Dies) {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let machine = state_machine().await;
+    let fifo = queue(&format!("{}.fifo", unique("crash")), true).await;
+    let event_source = format!("hookclaim.test.{}", unique("src"));
+    let (bus, events) = bus_into_queue(&event_source).await;
+    let pairs = settings(&json!([
+        {"kind": "stepfunctions", "state_machine_arn": machine, "name": "workflow"},
+        {"kind": "sqs", "queue_url": fifo.url, "name": "queue"},
+        {"kind": "eventbridge", "bus": bus, "source": event_source, "name": "bus"},
+    ]));
+    let (dying, before) = match dies {
+        Dies::StepFunctions => ("workflow", 0),
+        Dies::Fifo => ("queue", 1),
+        Dies::EventBridge => ("bus", 2),
+    };
+    let id = format!("crash-{dying}");
+    let key = idempotency_key("github", &id);
+    let body = format!(r#"{{"delivery":"{id}"}}"#);
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+
+    fail_recording(&c, dying).await;
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            &id,
+            body.as_bytes(),
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&resp).0, 503, "{:?}", answer(&resp));
+    let (status, _, error) = row(&c, "github", &id).await.unwrap();
+    assert_eq!(status, "failed");
+    assert!(error.unwrap_or_default().contains("died before recording"));
+    assert_eq!(
+        progress(&c, &id).await.len(),
+        before,
+        "destinations before it stay recorded"
+    );
+
+    recover(&c).await;
+    make_due(&c, &id).await;
+    let report = redrive(&db, &pairs).await;
+    assert_eq!(report.redriven.ok, 1, "{report:?}");
+    assert_eq!(row(&c, "github", &id).await.unwrap().0, "done");
+    assert_eq!(progress(&c, &id).await.len(), 3);
+
+    // Calls as moto received them: the dying destination twice with the same key, the others
+    // once (the ones recorded before it were skipped by the re-drive).
+    let calls = moto::server().calls();
+    let expect = |d: Dies| if d == dies { 2 } else { 1 };
+    let sent = [
+        (
+            Dies::StepFunctions,
+            calls_with(&calls, START_EXECUTION, &key),
+        ),
+        (Dies::Fifo, calls_with(&calls, SEND_MESSAGE, &key)),
+        (Dies::EventBridge, calls_with(&calls, PUT_EVENTS, &key)),
+    ];
+    println!("calls per destination when {dies:?} dies before its record: {sent:?}");
+    for (d, n) in sent {
+        assert_eq!(n, expect(d), "{d:?}: {sent:?}");
+    }
+
+    // What the destinations hold: one execution named after the key (Step Functions refuses or
+    // returns the repeat); one message (the FIFO queue drops a repeat within its window); and
+    // for EventBridge, which does not deduplicate, the repeat arrives with the same key.
+    let started = executions(&machine).await;
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0].0, key);
+    let messages = drain(&fifo.url).await;
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0].dedup_id.as_deref(), Some(key.as_str()));
+    let delivered = drain(&events.url).await;
+    assert_eq!(delivered.len(), expect(Dies::EventBridge), "{delivered:?}");
+    for m in &delivered {
+        let e: Value = serde_json::from_str(&m.body).unwrap();
+        assert_eq!(e["detail"]["hookclaim"]["idempotency_key"], key.as_str());
+    }
+}
+
+#[tokio::test]
+async fn a_crash_before_step_functions_is_recorded_restarts_the_same_execution_name_only() {
+    crash_between_call_and_record(Dies::StepFunctions).await;
+}
+
+#[tokio::test]
+async fn a_crash_before_a_fifo_send_is_recorded_repeats_it_once_and_the_queue_drops_the_repeat() {
+    crash_between_call_and_record(Dies::Fifo).await;
+}
+
+#[tokio::test]
+async fn a_crash_before_put_events_is_recorded_repeats_the_event_once_with_the_same_key() {
+    crash_between_call_and_record(Dies::EventBridge).await;
+}
+
+/// A loopback proxy in front of moto that answers the first PutEvents itself with one failed
+/// entry (the event is not put) and passes everything else through. It stops after a minute.
+async fn failing_first_put_events(upstream: &str) -> (String, Arc<Mutex<usize>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = upstream.trim_start_matches("http://").to_string();
+    let put_events = Arc::new(Mutex::new(0usize));
+    let seen = put_events.clone();
+    tokio::spawn(tokio::time::timeout(Duration::from_secs(60), async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                while let Some((head, body)) = read_http(&mut client).await {
+                    let is_put_events = head
+                        .to_lowercase()
+                        .contains("x-amz-target: awsevents.putevents");
+                    let first = if is_put_events {
+                        let mut n = seen.lock().await;
+                        *n += 1;
+                        *n == 1
+                    } else {
+                        false
+                    };
+                    let reply = if first {
+                        let failed = r#"{"FailedEntryCount":1,"Entries":[{"ErrorCode":"InternalFailure","ErrorMessage":"injected by the test"}]}"#;
+                        let mut r = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.1\r\ncontent-length: {}\r\n\r\n",
+                            failed.len()
+                        )
+                        .into_bytes();
+                        r.extend_from_slice(failed.as_bytes());
+                        r
+                    } else {
+                        let Ok(mut up) = tokio::net::TcpStream::connect(&upstream).await else {
+                            return;
+                        };
+                        let mut request = head.clone().into_bytes();
+                        request.extend_from_slice(b"\r\n\r\n");
+                        request.extend_from_slice(&body);
+                        if up.write_all(&request).await.is_err() {
+                            return;
+                        }
+                        let Some((head, body)) = read_http(&mut up).await else {
+                            return;
+                        };
+                        let mut r = head.into_bytes();
+                        r.extend_from_slice(b"\r\n\r\n");
+                        r.extend_from_slice(&body);
+                        r
+                    };
+                    if client.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    }));
+    (url, put_events)
+}
+
+#[tokio::test]
+async fn a_failed_put_events_entry_is_retried_and_leaves_one_event_and_earlier_progress_stays() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let plain = queue(&unique("first"), false).await;
+    let event_source = format!("hookclaim.test.{}", unique("src"));
+    let (bus, events) = bus_into_queue(&event_source).await;
+    let (proxy, put_events) = failing_first_put_events(&moto::server().url).await;
+    let listed = json!({"github": [
+        {"kind": "sqs", "queue_url": plain.url, "name": "queue"},
+        {"kind": "eventbridge", "bus": bus, "source": event_source, "name": "bus"},
+    ]});
+    let no_secrets = |_: &str| None;
+    let config = hookclaim::config::parse_destinations(&listed.to_string(), &no_secrets).unwrap();
+    // The processor's AWS calls go through the proxy; everything else about it is as deployed.
+    let through_proxy = || async {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&proxy)
+            .load()
+            .await;
+        Destinations::new(&config, Arc::new(Aws::with_config(sdk))).unwrap()
+    };
+    moto::server();
+    let hook = support::webhook(&db.url, &[], through_proxy().await).await;
+    let id = "partial-1";
+    let key = idempotency_key("github", id);
+
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, id, br#"{"n":1}"#, false))
+        .await;
+    assert_eq!(answer(&resp).0, 503, "{:?}", answer(&resp));
+    let (status, attempt, error) = row(&c, "github", id).await.unwrap();
+    let error = error.unwrap_or_default();
+    assert_eq!((status.as_str(), attempt), ("failed", 1));
+    assert!(
+        error.starts_with("destination bus: PutEvents: the entry failed: InternalFailure"),
+        "{error}"
+    );
+    let waits = count(
+        &c,
+        "SELECT count(*) FROM hookclaim_deliveries WHERE next_attempt_at > now() + interval '1 second'",
+    )
+    .await;
+    assert_eq!(waits, 1, "the retry waits for its backoff");
+    assert_eq!(
+        progress(&c, id).await,
+        ["queue"],
+        "the queue's progress is kept"
+    );
+
+    make_due(&c, id).await;
+    let retention = support::retention(&db.url, &[], through_proxy().await).await;
+    let report = retention
+        .handle(json!({}), SystemTime::now() + Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(report.redriven.ok, 1, "{report:?}");
+    assert_eq!(row(&c, "github", id).await.unwrap().0, "done");
+    assert_eq!(
+        *put_events.lock().await,
+        2,
+        "the failed PutEvents and its retry"
+    );
+
+    let delivered = drain(&events.url).await;
+    assert_eq!(
+        delivered.len(),
+        1,
+        "one event for the delivery: {delivered:?}"
+    );
+    let e: Value = serde_json::from_str(&delivered[0].body).unwrap();
+    assert_eq!(e["detail"]["hookclaim"]["idempotency_key"], key.as_str());
+    assert_eq!(
+        drain(&plain.url).await.len(),
+        1,
+        "the queue was not sent to again"
+    );
+    assert_eq!(calls_with(&moto::server().calls(), SEND_MESSAGE, &key), 1);
+}
+
+#[tokio::test]
+async fn a_payload_above_a_destinations_limit_is_sent_as_a_claim_check() {
+    let db = TestDb::migrated().await;
+    let plain = queue(&unique("large"), false).await;
+    let event_source = format!("hookclaim.test.{}", unique("src"));
+    let (bus, events) = bus_into_queue(&event_source).await;
+    let machine = state_machine().await;
+    let (url, http_calls) = endpoint().await;
+    let pairs = settings(&json!([
+        {"kind": "sqs", "queue_url": plain.url, "max_bytes": 4096},
+        {"kind": "eventbridge", "bus": bus, "source": event_source, "max_bytes": 4096},
+        // Step Functions' own limit, 256 KiB.
+        {"kind": "stepfunctions", "state_machine_arn": machine},
+        {"kind": "http", "url": url, "secret_env": SIGNING_SECRET_ENV, "max_bytes": 4096},
+    ]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+    let id = "large-1";
+    let key = idempotency_key("github", id);
+    let body = format!(r#"{{"blob":"{}"}}"#, "x".repeat(300_000));
+    let resp = hook
+        .handle(github_request(
+            Format::HttpApiV2,
+            id,
+            body.as_bytes(),
+            false,
+        ))
+        .await;
+    assert_eq!(answer(&resp).0, 200, "{:?}", answer(&resp));
+
+    let check = |text: &str| {
+        let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(v["hookclaim"]["source"], "github", "{v}");
+        assert_eq!(v["hookclaim"]["delivery_id"], id, "{v}");
+        assert_eq!(v["hookclaim"]["idempotency_key"], key.as_str(), "{v}");
+        assert_eq!(v["claim_check"], "too_large", "{v}");
+        assert_eq!(v["payload_bytes"], body.len(), "{v}");
+        assert!(
+            text.len() < 400,
+            "a claim check is small: {} bytes",
+            text.len()
+        );
+    };
+    let messages = drain(&plain.url).await;
+    assert_eq!(messages.len(), 1);
+    check(&messages[0].body);
+    assert_eq!(messages[0].attributes["claim_check"], "too_large");
+    let delivered = drain(&events.url).await;
+    assert_eq!(delivered.len(), 1);
+    let e: Value = serde_json::from_str(&delivered[0].body).unwrap();
+    check(&e["detail"].to_string());
+    let started = executions(&machine).await;
+    assert_eq!(started.len(), 1);
+    check(&started[0].1.to_string());
+    let calls = http_calls.lock().await;
+    check(std::str::from_utf8(&calls[0].body).unwrap());
+    assert_eq!(calls[0].headers["content-type"], "application/json");
+
+    // The claim check is enough to read the whole payload back from the ledger.
+    let c = db.client().await;
+    let stored: Vec<u8> = c
+        .query_one(
+            "SELECT payload FROM hookclaim_deliveries WHERE source = $1 AND delivery_id = $2",
+            &[&"github", &id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, body.as_bytes());
+}
+
+#[tokio::test]
+async fn a_bad_destination_setting_fails_the_cold_start_naming_it() {
+    let base = support::local_env();
+    let cases: &[(Option<&str>, &str)] = &[
+        (None, "needs a JSON object"),
+        (Some("not json"), "invalid JSON"),
+        (Some(r#"{"github":[{"kind":"sqs"}]}"#), "queue_url"),
+        (
+            Some(r#"{"github":[{"kind":"pubsub","topic":"x"}]}"#),
+            "unknown variant",
+        ),
+        (
+            Some(r#"{"nosuch":[{"kind":"sqs","queue_url":"https://q/1/a"}]}"#),
+            "HOOKCLAIM_SOURCES",
+        ),
+        (
+            Some(r#"{"github":[{"kind":"http","url":"https://x","secret_env":"UNSET_SECRET"}]}"#),
+            "UNSET_SECRET",
+        ),
+        (
+            Some(
+                r#"{"github":[{"kind":"stepfunctions","state_machine_arn":"arn:aws:states:us-east-1:1:stateMachine:m","max_bytes":300000}]}"#,
+            ),
+            "max_bytes",
+        ),
+    ];
+    for (destinations, expect) in cases {
+        let mut env = base.clone();
+        env.insert("DATABASE_URL".into(), "postgres://u@localhost/db".into());
+        env.insert("HOOKCLAIM_PROCESSOR".into(), "destinations".into());
+        if let Some(d) = destinations {
+            env.insert("HOOKCLAIM_DESTINATIONS".into(), d.to_string());
+        }
+        let e = hookclaim::Config::from_lookup(|k| env.get(k).cloned()).unwrap_err();
+        assert_eq!(e.setting, "HOOKCLAIM_DESTINATIONS", "{destinations:?}: {e}");
+        assert!(e.to_string().contains(expect), "{destinations:?}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_destination_that_can_never_succeed_ends_the_delivery_dead_naming_it() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let plain = queue(&unique("exists"), false).await;
+    let missing = plain.url.replace("hc-exists-", "hc-missing-");
+    let pairs = settings(&json!([
+        {"kind": "sqs", "queue_url": plain.url, "name": "exists"},
+        {"kind": "sqs", "queue_url": missing, "name": "missing"},
+    ]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "dead-1", b"{}", false))
+        .await;
+    assert_eq!(
+        answer(&resp),
+        (200, json!({"status": "dead", "delivery_id": "dead-1"}))
+    );
+    let (status, _, error) = row(&c, "github", "dead-1").await.unwrap();
+    let error = error.unwrap_or_default();
+    assert_eq!(status, "dead");
+    assert!(
+        error.starts_with("destination missing: SendMessage"),
+        "{error}"
+    );
+    assert_eq!(progress(&c, "dead-1").await, ["exists"]);
+    assert_eq!(drain(&plain.url).await.len(), 1);
+}
+
+#[tokio::test]
+async fn purging_a_delivery_removes_its_progress() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let plain = queue(&unique("purge"), false).await;
+    let pairs = settings(&json!([{"kind": "sqs", "queue_url": plain.url}]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+    for id in ["old-1", "old-2", "new-1"] {
+        let resp = hook
+            .handle(github_request(Format::HttpApiV2, id, b"{}", false))
+            .await;
+        assert_eq!(answer(&resp).0, 200);
+    }
+    // Past KEY_RETENTION_DAYS too: GitHub's keys outlive their payloads, and progress goes with
+    // the key's row.
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries SET completed_at = now() - interval '400 days'
+          WHERE delivery_id LIKE 'old-%'",
+    )
+    .await
+    .unwrap();
+    let report = redrive(&db, &pairs).await;
+    assert_eq!(report.purged, 2, "{report:?}");
+    let left = count(&c, "SELECT count(*) FROM hookclaim_destination_progress").await;
+    assert_eq!(left, 1, "only the kept delivery's progress is left");
+    assert_eq!(progress(&c, "new-1").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_destination_that_answers_after_the_claim_was_taken_over_is_not_recorded() {
+    let db = TestDb::migrated().await;
+    // An endpoint that, while the call is in flight, lets another invocation take the delivery
+    // over (its lease ended): this attempt is now a zombie.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let takeover = db.client().await;
+    tokio::spawn(tokio::time::timeout(Duration::from_secs(30), async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        while read_http(&mut sock).await.is_some() {
+            takeover
+                .batch_execute(
+                    "UPDATE hookclaim_deliveries SET attempt = attempt + 1, lease_owner = 'newer'
+                      WHERE delivery_id = 'zombie-1'",
+                )
+                .await
+                .unwrap();
+            let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+            if sock.write_all(reply.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }));
+    let pairs = settings(&json!([{"kind": "http", "url": url, "secret_env": SIGNING_SECRET_ENV}]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "zombie-1", b"{}", false))
+        .await;
+
+    // The newer attempt finishes the delivery; the zombie records nothing and answers 202.
+    assert_eq!(answer(&resp).0, 202, "{:?}", answer(&resp));
+    let c = db.client().await;
+    assert!(progress(&c, "zombie-1").await.is_empty());
+    let (status, attempt, _) = row(&c, "github", "zombie-1").await.unwrap();
+    assert_eq!((status.as_str(), attempt), ("processing", 2));
+}
