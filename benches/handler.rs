@@ -256,7 +256,7 @@ async fn counts(ctx: &Ctx) -> (Value, Sql) {
             .unwrap_or_else(|| panic!("the handler sent no {what} statement"))
     };
     let sql = Sql {
-        claim: find("claim", &|t| t.contains("INSERT INTO hookclaim_deliveries")),
+        claim: find("claim", &|t| t.contains("hookclaim_claim(")),
         finish_done: find("finish", &|t| {
             t.starts_with("WITH finished AS") && t.contains("status = 'done'")
         }),
@@ -321,7 +321,7 @@ async fn count_case<P: Processor>(
         .admin
         .query(
             "SELECT query, calls, total_exec_time FROM pg_stat_statements
-              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'counts')
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'counts') AND toplevel
               ORDER BY calls DESC, query",
             &[],
         )
@@ -1097,10 +1097,12 @@ async fn statement_costs(
         .await
         .expect("lsn diff")
         .get(0);
-    let table = if side == "bare" {
-        "bench_bare"
+    // The statement as the client sent it: the bare insert, or the call of the claim function
+    // (whose counters include the statements it runs).
+    let pattern = if side == "bare" {
+        "%INSERT INTO bench_bare %"
     } else {
-        "hookclaim_deliveries"
+        "%hookclaim_claim(%"
     };
     let row = db
         .query_one(
@@ -1111,8 +1113,8 @@ async fn statement_costs(
                     coalesce(sum(total_exec_time), 0)::float8
                FROM pg_stat_statements
               WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                AND query LIKE '%INSERT INTO ' || $1 || ' %'",
-            &[&table],
+                AND toplevel AND query LIKE $1",
+            &[&pattern],
         )
         .await
         .expect("pg_stat_statements");

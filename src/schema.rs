@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "destination_progress",
         sql: include_str!("../migrations/0004_destination_progress.sql"),
     },
+    Migration {
+        version: 5,
+        name: "claim_function",
+        sql: include_str!("../migrations/0005_claim_function.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.

@@ -120,79 +120,23 @@ macro_rules! takeover_condition {
     };
 }
 
-/// Insert, take over, or only read, in one statement. `$4` true means "store only": the row goes
-/// straight to `done`, so a new delivery costs exactly this one round trip.
+/// Insert, take over, or only read, in one statement: `hookclaim_claim` (migration 5,
+/// `migrations/0005_claim_function.sql`, where its SQL and the reasons for each path are). `$4`
+/// true means "store only": the row goes straight to `done`, so a new delivery costs exactly
+/// this one round trip.
 ///
-/// `found` reads the row first. The INSERT gets a row to insert only when there is no row yet or
-/// when the row may be taken over (an expired lease, a due retry); for any other row (done,
-/// dead, a live lease, a retry not yet due) it has nothing to insert, so the statement is an
-/// index lookup: no row lock, no transaction id, no WAL. (An `ON CONFLICT DO UPDATE … WHERE`
-/// reached by every duplicate would lock the row and write WAL even when its `WHERE` is false.)
+/// A new key is inserted and claimed at attempt 1; a duplicate of a done or dead row is answered
+/// from one index lookup (no row lock, no transaction id, no WAL); any other row goes through the
+/// general statement, where the unique key decides: a row is taken over by `ON CONFLICT DO
+/// UPDATE` only if the takeover condition (the same as [`RECLAIM_NEXT`]'s) still holds on its
+/// latest version, so of several claimants racing for a new key or an expired lease exactly one
+/// wins, and an expired lease at the attempt cap is made dead instead.
 ///
-/// When the INSERT runs, the unique key decides as before: a new key is inserted; a conflicting
-/// row is taken over by the `DO UPDATE` only if the takeover condition still holds on its latest
-/// version, so of several claimants racing for a new key or an expired lease exactly one wins.
-///
-/// The answer is the written row when the INSERT wrote, otherwise `found` read as a state. A
-/// takeover state in `found` that the INSERT did not get means a concurrent claimant got it
-/// first; zero rows back means a row was committed after this statement's snapshot by someone
-/// who claimed it just now. Either way the delivery is in progress elsewhere.
-const CLAIM: &str = concat!(
-    "WITH found AS (
-    SELECT status, attempt, lease_owner, lease_until, next_attempt_at, payload_sha256
-      FROM hookclaim_deliveries
-     WHERE source = $1 AND delivery_id = $2
-),
-claimed AS (
-    INSERT INTO hookclaim_deliveries AS d
-        (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
-         event_type, payload, payload_sha256, headers, completed_at, key_outlives_payload)
-    SELECT $1, $2, $3, CASE WHEN $4 THEN 'done' ELSE 'processing' END, 1, $5,
-           CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $6) END,
-           $7, $8, $9, $10, CASE WHEN $4 THEN now() END, $12
-     WHERE NOT EXISTS (SELECT 1 FROM found)
-        OR EXISTS (SELECT 1 FROM found AS f WHERE ",
-    takeover_condition!("f"),
-    ")
-    ON CONFLICT (source, delivery_id) DO UPDATE
-        SET status = CASE WHEN ",
-    at_cap!("d", "$11"),
-    " THEN 'dead' ELSE EXCLUDED.status END,
-            attempt = CASE WHEN ",
-    at_cap!("d", "$11"),
-    " THEN d.attempt ELSE d.attempt + 1 END,
-            lease_owner = EXCLUDED.lease_owner,
-            lease_until = CASE WHEN ",
-    at_cap!("d", "$11"),
-    " THEN NULL ELSE EXCLUDED.lease_until END,
-            next_attempt_at = NULL,
-            last_error = CASE WHEN ",
-    at_cap!("d", "$11"),
-    " THEN ",
-    gave_up_unfinished!("d"),
-    " ELSE d.last_error END,
-            completed_at = CASE WHEN ",
-    at_cap!("d", "$11"),
-    " THEN now() ELSE EXCLUDED.completed_at END,
-            updated_at = now()
-        WHERE ",
-    takeover_condition!("d"),
-    "
-    RETURNING d.attempt, d.payload_sha256, d.status
-)
-SELECT CASE WHEN status = 'dead' THEN 'gave_up' ELSE 'claimed' END AS state, attempt,
-       payload_sha256, NULL::timestamptz AS next_attempt_at
-  FROM claimed
-UNION ALL
-SELECT CASE WHEN ",
-    takeover_condition!("f"),
-    " THEN 'in_progress'
-            WHEN f.lease_owner = $5 AND f.status IN ('processing', 'done') THEN 'claimed'
-            ELSE f.status END,
-       f.attempt, f.payload_sha256, f.next_attempt_at
-  FROM found AS f
- WHERE NOT EXISTS (SELECT 1 FROM claimed)"
-);
+/// The answer is one row (state, attempt, stored payload hash, next attempt), or none when a row
+/// was committed by a concurrent claimant after the general statement's snapshot: in progress
+/// elsewhere.
+const CLAIM: &str = "SELECT state, attempt, payload_sha256, next_attempt_at
+  FROM hookclaim_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
 ///

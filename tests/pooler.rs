@@ -728,15 +728,17 @@ async fn a_claim_stuck_past_the_client_deadline_is_cancelled_on_the_server_behin
     let (status, _) = answer(&hook.handle(delivery("locked", "o")).await);
     assert_eq!(status, 200);
 
-    // Something else holds a lock the claim needs: the redelivery's claim waits for it. (A
-    // duplicate of a done row no longer locks its row, so a row lock would not stop it; a
-    // non-concurrent CREATE INDEX takes this table lock, which the claim's INSERT conflicts with.)
+    // Something else holds a lock that a new delivery's claim needs: a non-concurrent CREATE
+    // INDEX takes this table lock, which the claim's INSERT conflicts with. A duplicate of a done
+    // row only reads, so it is still answered; the new delivery's claim waits.
     let tx = admin.transaction().await.unwrap();
     tx.batch_execute("LOCK TABLE hookclaim_deliveries IN SHARE MODE")
         .await
         .unwrap();
-    let started = Instant::now();
     let (status, json) = answer(&hook.handle(delivery("locked", "o")).await);
+    assert_eq!((status, json["status"].as_str()), (200, Some("duplicate")));
+    let started = Instant::now();
+    let (status, json) = answer(&hook.handle(delivery("stuck", "o3")).await);
     let waited = started.elapsed();
     assert_eq!(
         (status, json["status"].as_str()),
@@ -781,9 +783,9 @@ async fn a_claim_stuck_past_the_client_deadline_is_cancelled_on_the_server_behin
     );
     tx.rollback().await.unwrap();
 
-    // Once the lock is gone the delivery is recognised as what it is.
-    let (status, json) = answer(&hook.handle(delivery("locked", "o")).await);
-    assert_eq!((status, json["status"].as_str()), (200, Some("duplicate")));
+    // Once the lock is gone the sender's retry is claimed: nothing of the cancelled try stayed.
+    let (status, json) = answer(&hook.handle(delivery("stuck", "o3")).await);
+    assert_eq!((status, json["status"].as_str()), (200, Some("processed")));
     let (status, _) = answer(&hook.handle(delivery("after", "o2")).await);
     assert_eq!(status, 200);
 }

@@ -690,7 +690,7 @@ async fn calls_and_plans(c: &tokio_postgres::Client, prefix: &str) -> (i64, i64)
             "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(plans), 0)::int8
                FROM pg_stat_statements
               WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                AND ltrim(query) ILIKE $1",
+                AND toplevel AND ltrim(query) ILIKE $1",
             &[&format!("{prefix}%")],
         )
         .await
@@ -729,7 +729,7 @@ async fn a_direct_connection_prepares_the_hot_statements_so_they_are_not_planned
         }
     }
 
-    let claim = calls_and_plans(&admin, "WITH found AS").await;
+    let claim = calls_and_plans(&admin, "SELECT state, attempt").await;
     let licence = calls_and_plans(&admin, "INSERT INTO hookclaim_example_licences").await;
     let finish = calls_and_plans(&admin, "WITH finished AS").await;
     println!("[prepared] (calls, plans): claim {claim:?}, licence {licence:?}, finish {finish:?}");
