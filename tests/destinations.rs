@@ -21,8 +21,8 @@ use hookclaim::{Destinations, Secret, SecretFormat, Shipped};
 use serde_json::{json, Value};
 use support::ledger::make_due;
 use support::moto::{self, Call};
-use support::{answer, count, github_request, row, Format, TestDb};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{answer, count, endpoint, github_request, row, Format, TestDb};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::Mutex;
 
 /// The HTTP destinations' signing secret, in the variable their `secret_env` names.
@@ -248,75 +248,6 @@ fn shipped(url: &str, pairs: &[(String, String)]) -> Shipped {
     Shipped::from_config(&config).expect("processor from the configuration")
 }
 
-/// One call an HTTP destination received: its headers (lower-case) and body.
-#[derive(Debug, Clone)]
-struct HttpCall {
-    headers: http::HeaderMap,
-    body: Vec<u8>,
-}
-
-/// A loopback HTTP/1.1 endpoint that records every call and answers 200.
-async fn endpoint() -> (String, Arc<Mutex<Vec<HttpCall>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let recorded = calls.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let calls = recorded.clone();
-            tokio::spawn(async move {
-                while let Some((head, body)) = read_http(&mut sock).await {
-                    let mut headers = http::HeaderMap::new();
-                    for line in head.lines().skip(1) {
-                        if let Some((k, v)) = line.split_once(':') {
-                            headers.insert(
-                                http::HeaderName::from_bytes(k.trim().to_lowercase().as_bytes())
-                                    .unwrap(),
-                                http::HeaderValue::from_str(v.trim()).unwrap(),
-                            );
-                        }
-                    }
-                    calls.lock().await.push(HttpCall { headers, body });
-                    let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
-                    if sock.write_all(reply.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, calls)
-}
-
-/// Reads one HTTP/1.1 message (head and a `content-length` body); `None` at the end of the
-/// connection.
-async fn read_http(sock: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16384];
-    let body_start = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = sock.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..body_start - 4]).to_string();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < body_start + len {
-        let n = sock.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Some((head, buf[body_start..body_start + len].to_vec()))
-}
-
 /// The calls of `target` (e.g. `AmazonSQS.SendMessage`) whose request mentions `key`.
 fn calls_with(calls: &[Call], target: &str, key: &str) -> usize {
     calls
@@ -360,7 +291,7 @@ async fn each_destination_receives_each_delivery_once_and_every_message_carries_
     let event_source = format!("hookclaim.test.{}", unique("src"));
     let (bus, events) = bus_into_queue(&event_source).await;
     let machine = state_machine().await;
-    let (url, http_calls) = endpoint().await;
+    let (url, http_calls) = endpoint::start(200).await;
     let pairs = settings(&json!([
         {"kind": "sqs", "queue_url": fifo.url, "group_pointer": "/repository/owner"},
         {"kind": "sqs", "queue_url": plain.url},
@@ -478,7 +409,7 @@ async fn each_destination_receives_each_delivery_once_and_every_message_carries_
 #[tokio::test]
 async fn a_signed_forward_verifies_with_the_standard_webhooks_verifier() {
     let db = TestDb::migrated().await;
-    let (url, http_calls) = endpoint().await;
+    let (url, http_calls) = endpoint::start(200).await;
     let pairs = settings(&json!([{"kind": "http", "url": url, "secret_env": SIGNING_SECRET_ENV}]));
     let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
     let body = br#"{"action":"opened","number":7}"#;
@@ -659,7 +590,7 @@ async fn failing_first_put_events(upstream: &str) -> (String, Arc<Mutex<usize>>)
             let upstream = upstream.clone();
             let seen = seen.clone();
             tokio::spawn(async move {
-                while let Some((head, body)) = read_http(&mut client).await {
+                while let Some((head, body)) = endpoint::read_http(&mut client).await {
                     let is_put_events = head
                         .to_lowercase()
                         .contains("x-amz-target: awsevents.putevents");
@@ -689,7 +620,7 @@ async fn failing_first_put_events(upstream: &str) -> (String, Arc<Mutex<usize>>)
                         if up.write_all(&request).await.is_err() {
                             return;
                         }
-                        let Some((head, body)) = read_http(&mut up).await else {
+                        let Some((head, body)) = endpoint::read_http(&mut up).await else {
                             return;
                         };
                         let mut r = head.into_bytes();
@@ -794,7 +725,7 @@ async fn a_payload_above_a_destinations_limit_is_sent_as_a_claim_check() {
     let event_source = format!("hookclaim.test.{}", unique("src"));
     let (bus, events) = bus_into_queue(&event_source).await;
     let machine = state_machine().await;
-    let (url, http_calls) = endpoint().await;
+    let (url, http_calls) = endpoint::start(200).await;
     let pairs = settings(&json!([
         {"kind": "sqs", "queue_url": plain.url, "max_bytes": 4096},
         {"kind": "eventbridge", "bus": bus, "source": event_source, "max_bytes": 4096},
@@ -963,7 +894,7 @@ async fn a_destination_that_answers_after_the_claim_was_taken_over_is_not_record
     let takeover = db.client().await;
     tokio::spawn(tokio::time::timeout(Duration::from_secs(30), async move {
         let (mut sock, _) = listener.accept().await.unwrap();
-        while read_http(&mut sock).await.is_some() {
+        while endpoint::read_http(&mut sock).await.is_some() {
             takeover
                 .batch_execute(
                     "UPDATE hookclaim_deliveries SET attempt = attempt + 1, lease_owner = 'newer'

@@ -10,68 +10,12 @@ use std::time::{Duration, SystemTime};
 use hookclaim::forward::{Forwarder, IDEMPOTENCY_KEY};
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
 use hookclaim::work::Work;
+use support::endpoint::{self, HttpCall};
 use support::{answer, github_request, row, Format, TestDb};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Mutex;
 
-/// One call the endpoint received: its idempotency key and body.
-#[derive(Debug, Clone, PartialEq)]
-struct Call {
-    key: String,
-    body: String,
-}
-
-/// A minimal HTTP/1.1 endpoint on loopback that records every call and answers `status`.
-async fn endpoint(status: u16) -> (String, Arc<Mutex<Vec<Call>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let recorded = calls.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let calls = recorded.clone();
-            tokio::spawn(async move {
-                loop {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    // Read the head, then as much body as content-length says.
-                    let (head, body_start) = loop {
-                        let n = match sock.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => n,
-                        };
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break (String::from_utf8_lossy(&buf[..i]).to_lowercase(), i + 4);
-                        }
-                    };
-                    let header = |name: &str| {
-                        head.lines()
-                            .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
-                    };
-                    let len: usize = header("content-length")
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
-                    while buf.len() < body_start + len {
-                        let n = sock.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                    }
-                    calls.lock().await.push(Call {
-                        key: header(IDEMPOTENCY_KEY).unwrap_or_default(),
-                        body: String::from_utf8_lossy(&buf[body_start..body_start + len]).into(),
-                    });
-                    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n");
-                    if sock.write_all(reply.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, calls)
+/// The idempotency key a call carried.
+fn key(call: &HttpCall) -> &str {
+    call.headers[IDEMPOTENCY_KEY].to_str().unwrap()
 }
 
 /// The forwarder, dying after its call on the first attempt (processing never returns, as when
@@ -100,7 +44,7 @@ fn forwarder(url: &str) -> Forwarder {
 #[tokio::test]
 async fn forwarded_once_and_a_duplicate_is_not_forwarded_again() {
     let db = TestDb::migrated().await;
-    let (url, calls) = endpoint(200).await;
+    let (url, calls) = endpoint::start(200).await;
     let hook = support::webhook(&db.url, &[], forwarder(&url)).await;
     let body = br#"{"order_id":"o-1"}"#;
 
@@ -116,17 +60,17 @@ async fn forwarded_once_and_a_duplicate_is_not_forwarded_again() {
     let calls = calls.lock().await;
     assert_eq!(calls.len(), 1);
     assert_eq!(
-        calls[0].key,
+        key(&calls[0]),
         hookclaim::processor::idempotency_key("github", "fwd-1")
     );
-    assert_eq!(calls[0].body, r#"{"order_id":"o-1"}"#);
+    assert_eq!(calls[0].body, br#"{"order_id":"o-1"}"#);
 }
 
 #[tokio::test]
 async fn endpoint_errors_become_retries_or_dead_letters() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let (down, _) = endpoint(503).await;
+    let (down, _) = endpoint::start(503).await;
     let hook = support::webhook(&db.url, &[], forwarder(&down)).await;
     let resp = hook
         .handle(github_request(Format::HttpApiV2, "fwd-503", b"{}", false))
@@ -134,7 +78,7 @@ async fn endpoint_errors_become_retries_or_dead_letters() {
     assert_eq!(answer(&resp).0, 503);
     assert_eq!(row(&c, "github", "fwd-503").await.unwrap().0, "failed");
 
-    let (gone, _) = endpoint(410).await;
+    let (gone, _) = endpoint::start(410).await;
     let hook = support::webhook(&db.url, &[], forwarder(&gone)).await;
     let resp = hook
         .handle(github_request(Format::HttpApiV2, "fwd-410", b"{}", false))
@@ -163,7 +107,7 @@ async fn endpoint_errors_become_retries_or_dead_letters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_between_the_call_and_finishing_repeats_the_call_at_most_once_with_the_same_key() {
     let db = TestDb::migrated().await;
-    let (url, calls) = endpoint(200).await;
+    let (url, calls) = endpoint::start(200).await;
     let overrides = [("LEASE_MARGIN_SECS", "0")];
     let hook =
         Arc::new(support::webhook(&db.url, &overrides, CrashAfterCall(forwarder(&url))).await);
@@ -216,7 +160,7 @@ async fn a_crash_between_the_call_and_finishing_repeats_the_call_at_most_once_wi
     println!("forward calls for one crashed delivery: {}", calls.len());
     assert_eq!(calls.len(), 2, "the original call and exactly one repeat");
     assert!(
-        calls.iter().all(|c| c.key == key),
+        calls.iter().all(|c| self::key(c) == key),
         "both carry the same idempotency key"
     );
     assert_eq!(row(&c, "github", "fwd-crash").await.unwrap().0, "done");

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod emulator;
+pub mod endpoint;
 pub mod ledger;
 pub mod moto;
 pub mod pgbouncer;
