@@ -49,7 +49,12 @@ fn usual_policy() -> RetryPolicy {
 
 /// The configuration a deployed function would read, pointed at the test database.
 fn config(db: &TestDb) -> Config {
-    let vars = BTreeMap::from([
+    config_with(db, &[])
+}
+
+/// [`config`] with `extra` settings added.
+fn config_with(db: &TestDb, extra: &[(&'static str, &str)]) -> Config {
+    let mut vars = BTreeMap::from([
         (
             "HOOKCLAIM_SOURCES",
             r#"{"stripe":{"kind":"stripe"}}"#.to_string(),
@@ -57,6 +62,7 @@ fn config(db: &TestDb) -> Config {
         ("DATABASE_URL", db.url.clone()),
         ("DATABASE_TLS", "disable".to_string()),
     ]);
+    vars.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
     Config::from_lookup(|k| vars.get(k).cloned()).expect("test configuration")
 }
 
@@ -66,8 +72,17 @@ async fn retention<P: Processor>(
     settings: RetentionSettings,
     retry: RetryPolicy,
 ) -> Retention<P> {
-    let config = config(db);
-    let database = hookclaim::environment::database(&config).await.unwrap();
+    retention_on(&config(db), processor, settings, retry).await
+}
+
+/// [`retention`] with `config`.
+async fn retention_on<P: Processor>(
+    config: &Config,
+    processor: P,
+    settings: RetentionSettings,
+    retry: RetryPolicy,
+) -> Retention<P> {
+    let database = hookclaim::environment::database(config).await.unwrap();
     Retention::new(
         database,
         processor,
@@ -815,24 +830,8 @@ async fn a_purge_batch_that_outruns_the_statement_timeout_is_retried_smaller() {
     )
     .await
     .unwrap();
-    let vars = BTreeMap::from([
-        (
-            "HOOKCLAIM_SOURCES",
-            r#"{"stripe":{"kind":"stripe"}}"#.to_string(),
-        ),
-        ("DATABASE_URL", db.url.clone()),
-        ("DATABASE_TLS", "disable".to_string()),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", "300".to_string()),
-    ]);
-    let config = Config::from_lookup(|k| vars.get(k).cloned()).unwrap();
-    let database = hookclaim::environment::database(&config).await.unwrap();
-    let r = Retention::new(
-        database,
-        StoreOnly,
-        settings(),
-        usual_policy(),
-        Duration::from_secs(10),
-    );
+    let config = config_with(&db, &[("DATABASE_STATEMENT_TIMEOUT_MS", "300")]);
+    let r = retention_on(&config, StoreOnly, settings(), usual_policy()).await;
     r.ensure_ready().await.unwrap();
 
     let report = r.handle(json!({}), in_a_minute()).await.expect("run");
