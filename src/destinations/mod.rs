@@ -347,7 +347,8 @@ where
 mod tests {
     use super::*;
 
-    fn delivery(payload: &[u8]) -> Delivery {
+    /// A Stripe delivery with `payload`, for the destination kinds' tests too.
+    pub(super) fn delivery(payload: &[u8]) -> Delivery {
         Delivery {
             source: "stripe".into(),
             delivery_id: "evt_1".into(),

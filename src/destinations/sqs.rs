@@ -119,17 +119,7 @@ fn group_id(d: &Delivery, pointer: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn delivery(payload: &[u8]) -> Delivery {
-        Delivery {
-            source: "stripe".into(),
-            delivery_id: "evt_1".into(),
-            event_type: Some("invoice.paid".into()),
-            payload: payload.to_vec(),
-            headers: Default::default(),
-            attempt: 1,
-        }
-    }
+    use crate::destinations::tests::delivery;
 
     #[test]
     fn the_group_comes_from_the_pointer_or_the_source() {
