@@ -256,7 +256,7 @@ async fn counts(ctx: &Ctx) -> (Value, Sql) {
             .unwrap_or_else(|| panic!("the handler sent no {what} statement"))
     };
     let sql = Sql {
-        claim: find("claim", &|t| t.contains("hookclaim_claim(")),
+        claim: find("claim", &|t| t.contains("hookclaim_claim_unfinished(")),
         finish_done: find("finish", &|t| {
             t.starts_with("WITH finished AS") && t.contains("status = 'done'")
         }),
@@ -1046,11 +1046,15 @@ async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
             let (b, k) = (side(&bare_runs), side(&claim_runs));
             let ratio = k["deliveries_per_s"].as_f64().unwrap_or(0.0)
                 / b["deliveries_per_s"].as_f64().unwrap_or(f64::NAN);
+            let server_us = |v: &Value| v["cpu_us_per_delivery"]["server"].as_f64().unwrap_or(0.0);
             eprintln!(
-                "  {:9} c={c:2}: bare insert {:7.0}/s | claim {:7.0}/s | claim/bare {ratio:.2}",
+                "  {:9} c={c:2}: bare insert {:7.0}/s | claim {:7.0}/s | claim/bare {ratio:.2} | server CPU per delivery: bare {:5.1} µs, claim {:5.1} µs ({:.2}×)",
                 kind.name(),
                 b["deliveries_per_s"].as_f64().unwrap_or(0.0),
                 k["deliveries_per_s"].as_f64().unwrap_or(0.0),
+                server_us(&b),
+                server_us(&k),
+                server_us(&k) / server_us(&b),
             );
             rows.push(json!({
                 "kind": kind.name(),
@@ -1102,7 +1106,7 @@ async fn statement_costs(
     let pattern = if side == "bare" {
         "%INSERT INTO bench_bare %"
     } else {
-        "%hookclaim_claim(%"
+        "%hookclaim_claim_unfinished(%"
     };
     let row = db
         .query_one(

@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_function",
         sql: include_str!("../migrations/0005_claim_function.sql"),
     },
+    Migration {
+        version: 6,
+        name: "claim_reads_first",
+        sql: include_str!("../migrations/0006_claim_reads_first.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.

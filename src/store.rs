@@ -120,23 +120,36 @@ macro_rules! takeover_condition {
     };
 }
 
-/// Insert, take over, or only read, in one statement: `hookclaim_claim` (migration 5,
-/// `migrations/0005_claim_function.sql`, where its SQL and the reasons for each path are). `$4`
-/// true means "store only": the row goes straight to `done`, so a new delivery costs exactly
-/// this one round trip.
+/// Insert, take over, or only read, in one statement and one round trip. `$4` true means "store
+/// only": the row goes straight to `done`, so a new delivery costs exactly this one round trip.
 ///
-/// A new key is inserted and claimed at attempt 1; a duplicate of a done or dead row is answered
-/// from one index lookup (no row lock, no transaction id, no WAL); any other row goes through the
-/// general statement, where the unique key decides: a row is taken over by `ON CONFLICT DO
-/// UPDATE` only if the takeover condition (the same as [`RECLAIM_NEXT`]'s) still holds on its
-/// latest version, so of several claimants racing for a new key or an expired lease exactly one
-/// wins, and an expired lease at the attempt cap is made dead instead.
+/// The statement reads the row by its key first. A duplicate of a done or dead row is answered
+/// from that read alone, in plain SQL: no row lock, no transaction id, no WAL, no function call.
+/// Any other key (none yet, a lease, a retry) goes to `hookclaim_claim_unfinished`
+/// (`migrations/0006_claim_reads_first.sql`, where its SQL and the reasons for each path are),
+/// which the lateral subquery calls only then (`OFFSET 0` keeps it a subquery, so its condition
+/// is checked before the call). That function inserts a new key and claims it at attempt 1, or
+/// runs the general statement, where the unique key decides: a row is taken over by `ON
+/// CONFLICT DO UPDATE` only if the takeover condition (the same as [`RECLAIM_NEXT`]'s) still
+/// holds on its latest version, so of several claimants racing for a new key or an expired lease
+/// exactly one wins, and an expired lease at the attempt cap is made dead instead.
 ///
-/// The answer is one row (state, attempt, stored payload hash, next attempt), or none when a row
-/// was committed by a concurrent claimant after the general statement's snapshot: in progress
-/// elsewhere.
-const CLAIM: &str = "SELECT state, attempt, payload_sha256, next_attempt_at
-  FROM hookclaim_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+/// The answer is one row: state, attempt, stored payload hash, next attempt. The function's
+/// answer always has a state (`in_progress` when a concurrent claimant committed after its
+/// snapshot), so the coalesces take the read's values only when the function did not run.
+const CLAIM: &str = "SELECT
+       coalesce((u.answer).state, CASE WHEN f.lease_owner = $5 AND f.status = 'done'
+                                       THEN 'claimed' ELSE f.status END),
+       coalesce((u.answer).attempt, f.attempt),
+       coalesce((u.answer).payload_sha256, f.payload_sha256),
+       coalesce((u.answer).next_attempt_at, f.next_attempt_at)
+  FROM (SELECT) AS one
+  LEFT JOIN hookclaim_deliveries AS f ON f.source = $1 AND f.delivery_id = $2
+  LEFT JOIN LATERAL (
+        SELECT hookclaim_claim_unfinished($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+               AS answer
+         WHERE f.status IS NULL OR f.status NOT IN ('done', 'dead')
+        OFFSET 0) AS u ON true";
 
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
 ///
@@ -171,17 +184,23 @@ pub async fn claim(
     {
         None => Claim::InProgress,
         Some(row) => {
-            let state: &str = row.get(0);
-            let attempt: i32 = row.get(1);
-            let stored_hash: &[u8] = row.get(2);
-            let same_payload = stored_hash == delivery.payload_sha256;
-            match state {
-                "claimed" => Claim::Claimed { attempt },
-                "gave_up" => Claim::GaveUp,
-                "done" => Claim::Done { same_payload },
-                "dead" => Claim::Dead { same_payload },
-                "failed" => Claim::RetryLater {
-                    next_attempt_at: row.get(3),
+            let same_payload = || row.get::<_, &[u8]>(2) == delivery.payload_sha256;
+            match row.get::<_, Option<&str>>(0) {
+                Some("claimed") => Claim::Claimed {
+                    attempt: row.get(1),
+                },
+                Some("gave_up") => Claim::GaveUp,
+                Some("done") => Claim::Done {
+                    same_payload: same_payload(),
+                },
+                Some("dead") => Claim::Dead {
+                    same_payload: same_payload(),
+                },
+                // A failed row always has its due time; one without (written by hand) is
+                // answered as busy rather than trusted.
+                Some("failed") => match row.get::<_, Option<SystemTime>>(3) {
+                    Some(next_attempt_at) => Claim::RetryLater { next_attempt_at },
+                    None => Claim::InProgress,
                 },
                 _ => Claim::InProgress,
             }

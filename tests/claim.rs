@@ -244,7 +244,7 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
                         sum(shared_blks_dirtied)::int8
                    FROM pg_stat_statements
                   WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND toplevel AND query ILIKE '%hookclaim_claim(%'",
+                    AND toplevel AND query ILIKE '%hookclaim_claim_unfinished(%'",
                 &[],
             )
             .await
@@ -262,6 +262,19 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
         let (calls, records, bytes, dirtied): (i64, i64, i64, i64) =
             (stats.get(0), stats.get(1), stats.get(2), stats.get(3));
         assert_eq!(calls, 1, "{}: one claim statement", s.id);
+        // pg_stat_statements tracks nested statements too: none ran, so the claim function
+        // behind the statement was never entered.
+        let nested: i64 = admin
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
+                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND NOT toplevel",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(nested, 0, "{}: statements run inside the claim", s.id);
         assert_eq!(
             (records, bytes, dirtied),
             (0, 0, 0),
@@ -325,7 +338,7 @@ async fn a_claim_retried_while_its_first_try_commits_recognises_its_own_claim() 
         support::count(
             &admin,
             "SELECT count(*) FROM pg_stat_activity
-              WHERE wait_event_type = 'Lock' AND query LIKE '%hookclaim_claim(%'",
+              WHERE wait_event_type = 'Lock' AND query LIKE '%hookclaim_claim_unfinished(%'",
         )
         .await
             == 1
@@ -585,11 +598,11 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
     store::claim(&c, &s.delivery(), claimant("a"), true)
         .await
         .unwrap();
-    let after_new = statements_since_reset(&admin, "%hookclaim_claim(%").await;
+    let after_new = statements_since_reset(&admin, "%hookclaim_claim_unfinished(%").await;
     store::claim(&c, &s.delivery(), claimant("b"), true)
         .await
         .unwrap();
-    let after_dup = statements_since_reset(&admin, "%hookclaim_claim(%").await;
+    let after_dup = statements_since_reset(&admin, "%hookclaim_claim_unfinished(%").await;
     let all: i64 = admin
         .query_one(
             "SELECT coalesce(sum(calls),0)::int8 FROM pg_stat_statements
