@@ -51,6 +51,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_reads_first",
         sql: include_str!("../migrations/0006_claim_reads_first.sql"),
     },
+    Migration {
+        version: 7,
+        name: "no_check_constraints",
+        sql: include_str!("../migrations/0007_no_check_constraints.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.

@@ -1065,21 +1065,29 @@ pub async fn stats(on: &impl Runner) -> Result<LedgerStats, Error> {
     })
 }
 
-/// How long the oldest work retention should have taken has been waiting; 0 when there is none.
-/// Two index lookups (the partial lease and retry indexes), cheap enough for every run.
+/// How long the oldest work retention should have taken has been waiting (0 when there is none),
+/// and how many rows it can never take: a processing row without a lease or a failed row without
+/// a due time. hookclaim's statements never write such a row (the tests check every row after
+/// each scenario); a hand-written UPDATE could, and that delivery would wait forever. Four index
+/// lookups (the partial lease and retry indexes hold NULLs too), cheap enough for every run.
 const WAITING: &str = "SELECT
     coalesce(extract(epoch FROM now() - (SELECT min(lease_until) FROM hookclaim_deliveries
          WHERE status = 'processing' AND lease_until <= now())), 0)::float8,
     coalesce(extract(epoch FROM now() - (SELECT min(next_attempt_at) FROM hookclaim_deliveries
-         WHERE status = 'failed' AND next_attempt_at <= now())), 0)::float8";
+         WHERE status = 'failed' AND next_attempt_at <= now())), 0)::float8,
+    ((SELECT count(*) FROM hookclaim_deliveries WHERE status = 'processing' AND lease_until IS NULL)
+     + (SELECT count(*) FROM hookclaim_deliveries
+         WHERE status = 'failed' AND next_attempt_at IS NULL))::int8";
 
-/// The age of the oldest waiting work, in seconds.
+/// The age of the oldest waiting work, in seconds, and the rows no run can take.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Waiting {
     /// Since the oldest expired lease ended (the delivery is reclaimable since then).
     pub expired_lease_secs: f64,
     /// Since the oldest due failed delivery became due.
     pub due_retry_secs: f64,
+    /// Processing rows without a lease and failed rows without a due time: never reclaimed.
+    pub unreclaimable: u64,
 }
 
 /// Measures [`Waiting`].
@@ -1088,6 +1096,7 @@ pub async fn waiting(on: &impl Runner) -> Result<Waiting, Error> {
     Ok(Waiting {
         expired_lease_secs: row.get(0),
         due_retry_secs: row.get(1),
+        unreclaimable: row.get::<_, i64>(2).unsigned_abs(),
     })
 }
 

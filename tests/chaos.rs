@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
 use hookclaim::work::Work;
 use hookclaim::Licences;
-use support::ledger::licence_count;
+use support::ledger::{assert_rows_well_formed, licence_count};
 use support::{answer, github_request, Format, PgServer};
 use tokio::sync::Mutex;
 use tokio_postgres::Transaction;
@@ -285,6 +285,7 @@ async fn deliveries_survive_database_restarts_and_crashes_with_exactly_one_licen
     assert_eq!(statuses.get("dead").copied(), Some(poison.len() as i64));
     assert_eq!(dead_poison, poison.len() as i64);
     assert_eq!(statuses.len(), 2, "{statuses:?}");
+    assert_rows_well_formed(&c).await;
     // …and every order got exactly one licence.
     assert_eq!(licences, licensable);
     assert_eq!(licenced_orders, licensable);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
 use sha2::{Digest, Sha256};
-use support::ledger::{expire_lease, state, status};
+use support::ledger::{assert_rows_well_formed, expire_lease, state, status};
 use support::{PgServer, TestDb};
 use tokio_postgres::Client;
 
@@ -392,6 +392,7 @@ async fn an_expired_lease_at_the_attempt_cap_is_made_dead_instead_of_taken_over(
         Claim::Dead { same_payload: true },
         "and a duplicate from then on"
     );
+    assert_rows_well_formed(&c).await;
 }
 
 #[tokio::test]
@@ -407,6 +408,7 @@ async fn expired_lease_is_taken_over_with_the_next_attempt_number() {
         status(&c, "stripe", "evt_expired").await,
         ("processing".into(), 2)
     );
+    assert_rows_well_formed(&c).await;
 }
 
 #[tokio::test]
@@ -444,6 +446,7 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
         status(&c, "stripe", "evt_later").await,
         ("failed".into(), 1)
     );
+    assert_rows_well_formed(&c).await;
 }
 
 #[tokio::test]
@@ -497,6 +500,7 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
             .unwrap(),
         Finish::Fenced
     );
+    assert_rows_well_formed(&c).await;
 }
 
 #[tokio::test]
@@ -563,6 +567,7 @@ async fn sixty_four_connections_racing_for_one_id_produce_exactly_one_winner_eve
         }
         assert_eq!(winners, 1, "round {round}");
     }
+    assert_rows_well_formed(&clients[0]).await;
 }
 
 /// Statements the client sent in this database, by pg_stat_statements (top level: not the

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use hookclaim::work::Work;
 use hookclaim::Licences;
-use support::ledger::{expire_lease, licence_count};
+use support::ledger::{assert_rows_well_formed, expire_lease, licence_count};
 use support::{answer, delivery_count, github_request, row, Format, TestDb};
 use tokio::sync::Notify;
 use tokio_postgres::types::Type;
@@ -58,6 +58,7 @@ async fn sixty_four_concurrent_deliveries_of_one_id_across_sixteen_environments_
             "{status} {outcome}"
         );
     }
+    assert_rows_well_formed(&c).await;
 }
 
 #[tokio::test]
@@ -179,6 +180,7 @@ async fn an_invocation_that_outlives_its_lease_cannot_overwrite_the_new_owners_r
         vec![(2, "new".to_string())],
         "the zombie's work was rolled back"
     );
+    assert_rows_well_formed(&c).await;
 }
 
 /// A request as sent: source, headers, body.

@@ -17,7 +17,9 @@ use hookclaim::work::Work;
 use hookclaim::Licences;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use support::ledger::{exists, expire_lease, licences, make_due, state, status};
+use support::ledger::{
+    assert_rows_well_formed, exists, expire_lease, licences, make_due, state, status,
+};
 use support::TestDb;
 use tokio_postgres::Client;
 
@@ -339,6 +341,7 @@ async fn failing_redrive_backs_off_with_growing_delays_and_ends_dead_after_max_a
     assert_eq!((st.status.as_str(), st.attempt), ("dead", 4));
     assert_eq!(st.last_error.as_deref(), Some(dead.error.as_str()));
     assert!(st.has_payload, "kept for a manual replay");
+    assert_rows_well_formed(&c).await;
 
     // Dead is final for the scheduled runs.
     c.execute(
@@ -1050,6 +1053,60 @@ async fn every_run_reports_how_long_the_oldest_waiting_work_has_waited() {
         (waiting.expired_lease_secs, waiting.due_retry_secs),
         (0.0, 0.0)
     );
+}
+
+#[tokio::test]
+async fn rows_no_run_can_take_are_counted_and_warned_and_their_redeliveries_wait() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let r = retention(&db, Licences, settings(), usual_policy()).await;
+    // What a hand-written UPDATE could leave: a processing row without a lease and a failed row
+    // without a due time. The reclaim's conditions are never true for either.
+    insert(&c, "stripe", "evt_no_lease", "processing", 0).await;
+    insert(&c, "stripe", "evt_no_due_time", "failed", 0).await;
+    insert(&c, "stripe", "evt_fine", "failed", 0).await;
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries SET lease_until = NULL WHERE delivery_id = 'evt_no_lease';
+         UPDATE hookclaim_deliveries SET next_attempt_at = NULL
+          WHERE delivery_id = 'evt_no_due_time'",
+    )
+    .await
+    .unwrap();
+
+    let report = run(&r).await;
+    assert_eq!(report.reclaimed, 0);
+    assert_eq!(report.waiting.expect("measured").unreclaimable, 2);
+    let line = hookclaim::retention::report_line(&report, None, SystemTime::now());
+    assert_eq!(line["unreclaimable_deliveries"].as_u64(), Some(2));
+    assert_eq!(line["level"], "WARN");
+    // A redelivery of either is told to come back later, not answered from a row it cannot
+    // trust, and changes nothing.
+    for id in ["evt_no_lease", "evt_no_due_time"] {
+        assert_eq!(
+            claim(&c, id, id, "webhook").await,
+            Claim::InProgress,
+            "{id}"
+        );
+    }
+    assert_eq!(
+        status(&c, "stripe", "evt_no_due_time").await,
+        ("failed".into(), 1)
+    );
+
+    // Once an operator gives them their times back, nothing is counted.
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries SET lease_until = now() + interval '1 minute'
+          WHERE delivery_id = 'evt_no_lease';
+         UPDATE hookclaim_deliveries SET next_attempt_at = now() + interval '1 hour'
+          WHERE delivery_id = 'evt_no_due_time'",
+    )
+    .await
+    .unwrap();
+    assert_rows_well_formed(&c).await;
+    let report = run(&r).await;
+    assert_eq!(report.waiting.expect("measured").unreclaimable, 0);
+    let line = hookclaim::retention::report_line(&report, None, SystemTime::now());
+    assert_eq!(line["level"], "INFO");
 }
 
 fn replay(id: &str, force: bool) -> Value {

@@ -63,3 +63,28 @@ pub async fn licences(c: &Client, order: &str) -> i64 {
     .expect("count licences")
     .get(0)
 }
+
+/// Asserts that every ledger row is one hookclaim's statements may write: a known status and id
+/// origin, an attempt of at least 1, a lease on every processing row and a due time on every
+/// failed row. The schema does not check these on each write (a CHECK constraint is planned
+/// again at every statement); the statements keep them, and this checks that they did.
+pub async fn assert_rows_well_formed(c: &Client) {
+    let bad = c
+        .query(
+            "SELECT source || '/' || delivery_id || ': ' || status || ', attempt ' || attempt
+                    || ', origin ' || id_origin || ', lease ' || coalesce(lease_until::text, 'none')
+                    || ', due ' || coalesce(next_attempt_at::text, 'none')
+               FROM hookclaim_deliveries
+              WHERE status NOT IN ('processing', 'done', 'failed', 'dead')
+                 OR id_origin NOT IN ('header', 'body', 'body_sha256')
+                 OR attempt < 1
+                 OR (status = 'processing' AND lease_until IS NULL)
+                 OR (status = 'failed' AND next_attempt_at IS NULL)
+              LIMIT 20",
+            &[],
+        )
+        .await
+        .expect("check ledger rows");
+    let bad: Vec<String> = bad.iter().map(|r| r.get(0)).collect();
+    assert!(bad.is_empty(), "malformed ledger rows: {bad:#?}");
+}
