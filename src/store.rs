@@ -129,10 +129,11 @@ macro_rules! takeover_condition {
 /// (`migrations/0006_claim_reads_first.sql`, where its SQL and the reasons for each path are),
 /// which the lateral subquery calls only then (`OFFSET 0` keeps it a subquery, so its condition
 /// is checked before the call). That function inserts a new key and claims it at attempt 1, or
-/// runs the general statement, where the unique key decides: a row is taken over by `ON
-/// CONFLICT DO UPDATE` only if the takeover condition (the same as [`RECLAIM_NEXT`]'s) still
-/// holds on its latest version, so of several claimants racing for a new key or an expired lease
-/// exactly one wins, and an expired lease at the attempt cap is made dead instead.
+/// hands the key to `hookclaim_claim` (`migrations/0005_claim_function.sql`), whose general
+/// statement lets the unique key decide: a row is taken over by `ON CONFLICT DO UPDATE` only if
+/// the takeover condition (the same as [`RECLAIM_NEXT`]'s) still holds on its latest version, so
+/// of several claimants racing for a new key or an expired lease exactly one wins, and an
+/// expired lease at the attempt cap is made dead instead.
 ///
 /// The answer is one row: state, attempt, stored payload hash, next attempt. The function's
 /// answer always has a state (`in_progress` when a concurrent claimant committed after its
