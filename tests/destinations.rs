@@ -303,27 +303,14 @@ async fn each_destination_receives_each_delivery_once_and_every_message_carries_
 
     let ids = ["fan-1", "fan-2", "fan-3"];
     let body = |id: &str| format!(r#"{{"repository":{{"owner":"octo"}},"delivery":"{id}"}}"#);
+    let request = |id: &str| github_request(Format::HttpApiV2, id, body(id).as_bytes(), false);
     for id in ids {
-        let first = hook
-            .handle(github_request(
-                Format::HttpApiV2,
-                id,
-                body(id).as_bytes(),
-                false,
-            ))
-            .await;
+        let first = hook.handle(request(id)).await;
         assert_eq!(
             answer(&first),
             (200, json!({"status": "processed", "delivery_id": id}))
         );
-        let again = hook
-            .handle(github_request(
-                Format::HttpApiV2,
-                id,
-                body(id).as_bytes(),
-                false,
-            ))
-            .await;
+        let again = hook.handle(request(id)).await;
         assert_eq!(answer(&again).1["status"], "duplicate");
     }
 
