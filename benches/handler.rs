@@ -464,24 +464,36 @@ async fn throughput_pinned(ctx: &Ctx, sql: &Sql, url: &str) -> Value {
     }
     eprintln!("== throughput with the client on CPU 0 and the server on CPU 1");
     let scripts = Scripts::write(sql);
-    let server_pids = |ctx: &Ctx| {
-        let mut pids = common::children_of(ctx.postmaster);
-        pids.push(ctx.postmaster);
-        pids
-    };
-    for pid in server_pids(ctx) {
-        common::pin(pid, "1");
-    }
-    common::pin(std::process::id(), "0");
+    pin_apart(ctx);
     let mut rows = Vec::new();
     let direct = Connection::Direct;
     rows.extend(processor_rows(ctx, url, StoreOnly, "store", &scripts, direct).await);
     rows.extend(processor_rows(ctx, url, Licences, "licence", &scripts, direct).await);
+    unpin(ctx);
+    json!({"rows": rows})
+}
+
+/// The cluster (postmaster and backends; new backends inherit it) on CPU 1, this process and
+/// what it starts on CPU 0.
+fn pin_apart(ctx: &Ctx) {
+    for pid in server_pids(ctx) {
+        common::pin(pid, "1");
+    }
+    common::pin(std::process::id(), "0");
+}
+
+/// Undoes [`pin_apart`].
+fn unpin(ctx: &Ctx) {
     common::pin(std::process::id(), "0-1");
     for pid in server_pids(ctx) {
         common::pin(pid, "0-1");
     }
-    json!({"rows": rows})
+}
+
+fn server_pids(ctx: &Ctx) -> Vec<u32> {
+    let mut pids = common::children_of(ctx.postmaster);
+    pids.push(ctx.postmaster);
+    pids
 }
 
 async fn processor_rows<P: Processor + Copy>(
@@ -1032,37 +1044,39 @@ async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
         }
     }
 
+    // Twice: with pgbench and the server sharing both cores, and with the server alone on one
+    // core (pgbench on the other), where the rate is the database's capacity for the statement
+    // and pgbench's own cost per parameter no longer counts.
+    let pin_possible = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
     let mut rows = Vec::new();
-    for &c in &CONCURRENCY {
-        for kind in [Kind::New, Kind::Duplicate] {
-            let (mut bare_runs, mut claim_runs) = (Vec::new(), Vec::new());
-            let length = Length::Secs(ctx.secs);
-            for _ in 0..ctx.rounds {
-                let bare = script("bare", kind);
-                bare_runs.push(pgbench(ctx, "stmt", bare, c, "prepared", length).await);
-                let claim = script("claim", kind);
-                claim_runs.push(pgbench(ctx, "stmt", claim, c, "prepared", length).await);
+    for pinned in [false, true] {
+        if pinned && !pin_possible {
+            continue;
+        }
+        let placement = if pinned {
+            "server on its own core"
+        } else {
+            "cores shared"
+        };
+        eprintln!("  -- {placement}");
+        if pinned {
+            pin_apart(ctx);
+        }
+        for &c in &CONCURRENCY {
+            for kind in [Kind::New, Kind::Duplicate] {
+                let (mut bare_runs, mut claim_runs) = (Vec::new(), Vec::new());
+                let length = Length::Secs(ctx.secs);
+                for _ in 0..ctx.rounds {
+                    let bare = script("bare", kind);
+                    bare_runs.push(pgbench(ctx, "stmt", bare, c, "prepared", length).await);
+                    let claim = script("claim", kind);
+                    claim_runs.push(pgbench(ctx, "stmt", claim, c, "prepared", length).await);
+                }
+                rows.push(statement_row(kind, c, placement, &bare_runs, &claim_runs));
             }
-            let (b, k) = (side(&bare_runs), side(&claim_runs));
-            let ratio = k["deliveries_per_s"].as_f64().unwrap_or(0.0)
-                / b["deliveries_per_s"].as_f64().unwrap_or(f64::NAN);
-            let server_us = |v: &Value| v["cpu_us_per_delivery"]["server"].as_f64().unwrap_or(0.0);
-            eprintln!(
-                "  {:9} c={c:2}: bare insert {:7.0}/s | claim {:7.0}/s | claim/bare {ratio:.2} | server CPU per delivery: bare {:5.1} µs, claim {:5.1} µs ({:.2}×)",
-                kind.name(),
-                b["deliveries_per_s"].as_f64().unwrap_or(0.0),
-                k["deliveries_per_s"].as_f64().unwrap_or(0.0),
-                server_us(&b),
-                server_us(&k),
-                server_us(&k) / server_us(&b),
-            );
-            rows.push(json!({
-                "kind": kind.name(),
-                "clients": c,
-                "bare": b,
-                "claim": k,
-                "ratio": ratio,
-            }));
+        }
+        if pinned {
+            unpin(ctx);
         }
     }
     json!({
@@ -1071,6 +1085,31 @@ async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
         "wal_deliveries": WAL_DELIVERIES,
         "costs": costs,
         "rows": rows,
+    })
+}
+
+/// One line of the claim-versus-bare table, printed and returned.
+fn statement_row(kind: Kind, c: usize, placement: &str, bare: &[Run], claim: &[Run]) -> Value {
+    let (b, k) = (side(bare), side(claim));
+    let ratio = k["deliveries_per_s"].as_f64().unwrap_or(0.0)
+        / b["deliveries_per_s"].as_f64().unwrap_or(f64::NAN);
+    let server_us = |v: &Value| v["cpu_us_per_delivery"]["server"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "  {:9} c={c:2}: bare insert {:7.0}/s | claim {:7.0}/s | claim/bare {ratio:.2} | server CPU per delivery: bare {:5.1} µs, claim {:5.1} µs ({:.2}×)",
+        kind.name(),
+        b["deliveries_per_s"].as_f64().unwrap_or(0.0),
+        k["deliveries_per_s"].as_f64().unwrap_or(0.0),
+        server_us(&b),
+        server_us(&k),
+        server_us(&k) / server_us(&b),
+    );
+    json!({
+        "kind": kind.name(),
+        "clients": c,
+        "placement": placement,
+        "bare": b,
+        "claim": k,
+        "ratio": ratio,
     })
 }
 
