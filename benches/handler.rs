@@ -761,13 +761,25 @@ impl Scripts {
         std::fs::create_dir_all(&dir).expect("pgbench script dir");
         // CLAIM's parameters: source, delivery id, id origin, store-only, owner, lease seconds,
         // event type, payload, payload hash, kept headers, attempt cap, long key retention (a
-        // GitHub source has it). `t`/`f` are -D true/false.
+        // GitHub source has it). `t`/`f` are -D true/false. The handler binds the headers as
+        // text; pgbench declares no types, so the cast says so (else PostgreSQL would infer
+        // jsonb from the statement's own cast and parse them on every call).
         let claim = |store_only: &str| {
             with_vars(
                 &sql.claim,
                 &[
-                    "source", "id", "origin", store_only, "owner", "lease", "event", "payload",
-                    "sha", "headers", "max", "t",
+                    "source",
+                    "id",
+                    "origin",
+                    store_only,
+                    "owner",
+                    "lease",
+                    "event",
+                    "payload",
+                    "sha",
+                    "headers::text",
+                    "max",
+                    "t",
                 ],
             )
         };

@@ -123,34 +123,55 @@ macro_rules! takeover_condition {
 /// Insert, take over, or only read, in one statement and one round trip. `$4` true means "store
 /// only": the row goes straight to `done`, so a new delivery costs exactly this one round trip.
 ///
-/// The statement reads the row by its key first. A duplicate of a done or dead row is answered
-/// from that read alone, in plain SQL: no row lock, no transaction id, no WAL, no function call.
-/// Any other key (none yet, a lease, a retry) goes to `hookclaim_claim_unfinished`
-/// (`migrations/0006_claim_reads_first.sql`, where its SQL and the reasons for each path are),
-/// which the lateral subquery calls only then (`OFFSET 0` keeps it a subquery, so its condition
-/// is checked before the call). That function inserts a new key and claims it at attempt 1, or
-/// hands the key to `hookclaim_claim` (`migrations/0005_claim_function.sql`), whose general
-/// statement lets the unique key decide: a row is taken over by `ON CONFLICT DO UPDATE` only if
-/// the takeover condition (the same as [`RECLAIM_NEXT`]'s) still holds on its latest version, so
-/// of several claimants racing for a new key or an expired lease exactly one wins, and an
-/// expired lease at the attempt cap is made dead instead.
+/// The statement's answer is the finished row if there is one, else the claim function's:
+/// - The scalar subquery reads the key. A duplicate of a done or dead row is answered from that
+///   one index lookup, in plain SQL: no row lock, no transaction id, no WAL, no function call.
+/// - `coalesce` evaluates its second argument only when the first is NULL, so any other key
+///   (none yet, a lease, a retry) goes to `hookclaim_claim_unfinished`
+///   (`migrations/0006_claim_reads_first.sql`, where its SQL and the reasons for each path are).
+///   That function inserts a new key and claims it at attempt 1, or hands the key to
+///   `hookclaim_claim` (`migrations/0005_claim_function.sql`), whose general statement lets the
+///   unique key decide: a row is taken over by `ON CONFLICT DO UPDATE` only if the takeover
+///   condition (the same as [`RECLAIM_NEXT`]'s) still holds on its latest version, so of several
+///   claimants racing for a new key or an expired lease exactly one wins, and an expired lease at
+///   the attempt cap is made dead instead.
+/// - The answer's four fields are read from a subquery that PostgreSQL keeps as it is, because
+///   its output calls a volatile function (one that writes). Written as `(coalesce(…)).*`, each
+///   field would repeat the `coalesce`, and a new key would call the function four times.
+/// - The kept headers arrive as text and become `jsonb` only as the function's argument, so a
+///   duplicate never parses them.
+///
+/// This shape (one uncorrelated subquery, no joins) costs the server less per duplicate than a
+/// join of the read with a lateral call; BENCHMARKS.md has the measurements.
 ///
 /// The answer is one row: state, attempt, stored payload hash, next attempt. The function's
 /// answer always has a state (`in_progress` when a concurrent claimant committed after its
-/// snapshot), so the coalesces take the read's values only when the function did not run.
-const CLAIM: &str = "SELECT
-       coalesce((u.answer).state, CASE WHEN f.lease_owner = $5 AND f.status = 'done'
-                                       THEN 'claimed' ELSE f.status END),
-       coalesce((u.answer).attempt, f.attempt),
-       coalesce((u.answer).payload_sha256, f.payload_sha256),
-       coalesce((u.answer).next_attempt_at, f.next_attempt_at)
-  FROM (SELECT) AS one
-  LEFT JOIN hookclaim_deliveries AS f ON f.source = $1 AND f.delivery_id = $2
-  LEFT JOIN LATERAL (
-        SELECT hookclaim_claim_unfinished($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-               AS answer
-         WHERE f.status IS NULL OR f.status NOT IN ('done', 'dead')
-        OFFSET 0) AS u ON true";
+/// snapshot).
+const CLAIM: &str = "SELECT (a).state, (a).attempt, (a).payload_sha256, (a).next_attempt_at
+  FROM (SELECT coalesce(
+                 (SELECT ROW(CASE WHEN f.lease_owner = $5 AND f.status = 'done'
+                                  THEN 'claimed' ELSE f.status END,
+                             f.attempt, f.payload_sha256, f.next_attempt_at)::hookclaim_claim_answer
+                    FROM hookclaim_deliveries AS f
+                   WHERE f.source = $1 AND f.delivery_id = $2 AND f.status IN ('done', 'dead')),
+                 hookclaim_claim_unfinished($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11,
+                                            $12)) AS a) AS answer";
+
+/// [`CLAIM`]'s parameter types, in the order [`claim`] binds them.
+const CLAIM_TYPES: [Type; 12] = [
+    Type::TEXT,   // source
+    Type::TEXT,   // delivery id
+    Type::TEXT,   // id origin
+    Type::BOOL,   // store only
+    Type::TEXT,   // owner
+    Type::FLOAT8, // lease seconds
+    Type::TEXT,   // event type
+    Type::BYTEA,  // payload
+    Type::BYTEA,  // payload hash
+    Type::TEXT,   // kept headers, as JSON text
+    Type::INT4,   // attempt cap
+    Type::BOOL,   // long key retention
+];
 
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
 ///
@@ -162,22 +183,25 @@ pub async fn claim(
     claimant: Claimant<'_>,
     finish_now: bool,
 ) -> Result<Claim, Error> {
-    let headers = Json(delivery.headers);
+    // A map of strings always serialises.
+    let headers = serde_json::to_string(delivery.headers).unwrap_or_default();
     let lease_secs = claimant.lease.as_secs_f64();
-    let params: [(&(dyn ToSql + Sync), Type); 12] = [
-        (&delivery.source, Type::TEXT),
-        (&delivery.delivery_id, Type::TEXT),
-        (&delivery.id_origin.as_str(), Type::TEXT),
-        (&finish_now, Type::BOOL),
-        (&claimant.owner, Type::TEXT),
-        (&lease_secs, Type::FLOAT8),
-        (&delivery.event_type, Type::TEXT),
-        (&delivery.payload, Type::BYTEA),
-        (&delivery.payload_sha256, Type::BYTEA),
-        (&headers, Type::JSONB),
-        (&claimant.max_attempts, Type::INT4),
-        (&delivery.long_key_retention, Type::BOOL),
+    let values: [&(dyn ToSql + Sync); 12] = [
+        &delivery.source,
+        &delivery.delivery_id,
+        &delivery.id_origin.as_str(),
+        &finish_now,
+        &claimant.owner,
+        &lease_secs,
+        &delivery.event_type,
+        &delivery.payload,
+        &delivery.payload_sha256,
+        &headers,
+        &claimant.max_attempts,
+        &delivery.long_key_retention,
     ];
+    let params: [(&(dyn ToSql + Sync), Type); 12] =
+        std::array::from_fn(|i| (values[i], CLAIM_TYPES[i].clone()));
     let answer = match connection::query(on, CLAIM, &params)
         .await?
         .into_iter()
@@ -305,22 +329,7 @@ const ATTEMPT_TYPES: [Type; 4] = [Type::TEXT, Type::TEXT, Type::INT4, Type::TEXT
 /// The statements a delivery runs, with their parameter types in the order they are bound:
 /// prepared once per direct connection.
 pub const HOT: &[Hot] = &[
-    (
-        CLAIM,
-        &[
-            Type::TEXT,
-            Type::TEXT,
-            Type::TEXT,
-            Type::BOOL,
-            Type::TEXT,
-            Type::FLOAT8,
-            Type::TEXT,
-            Type::BYTEA,
-            Type::BYTEA,
-            Type::JSONB,
-            Type::INT4,
-        ],
-    ),
+    (CLAIM, &CLAIM_TYPES),
     (FINISH_DONE, &ATTEMPT_TYPES),
     (FINISH_DONE_OR_FAIL, &ATTEMPT_TYPES),
     (

@@ -604,6 +604,18 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
         .await
         .unwrap();
     let after_new = statements_since_reset(&admin, "%hookclaim_claim_unfinished(%").await;
+    // Inside it, the claim function ran once: its insert is the one nested statement. (Were the
+    // answer's subquery flattened, each answer field would call the function again.)
+    let nested: i64 = admin
+        .query_one(
+            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND NOT toplevel",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     store::claim(&c, &s.delivery(), claimant("b"), true)
         .await
         .unwrap();
@@ -620,6 +632,7 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
         .get(0);
 
     assert_eq!(after_new, 1, "new delivery: one statement");
+    assert_eq!(nested, 1, "new delivery: statements run inside the claim");
     assert_eq!(after_dup - after_new, 1, "duplicate: one statement");
     assert_eq!(all, 2, "nothing else was sent (no prepare, no extra reads)");
     println!(
