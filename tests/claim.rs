@@ -264,16 +264,7 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
         assert_eq!(calls, 1, "{}: one claim statement", s.id);
         // pg_stat_statements tracks nested statements too: none ran, so the claim function
         // behind the statement was never entered.
-        let nested: i64 = admin
-            .query_one(
-                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
-                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND NOT toplevel",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let nested = nested_statements(&admin).await;
         assert_eq!(nested, 0, "{}: statements run inside the claim", s.id);
         assert_eq!(
             (records, bytes, dirtied),
@@ -584,6 +575,19 @@ async fn statements_since_reset(c: &Client, like: &str) -> i64 {
     .get(0)
 }
 
+/// Statements run inside others in this database since the last reset (the claim function's).
+async fn nested_statements(c: &Client) -> i64 {
+    c.query_one(
+        "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
+          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND NOT toplevel",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 #[tokio::test]
 async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
     let db = TestDb::migrated().await;
@@ -606,16 +610,7 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
     let after_new = statements_since_reset(&admin, "%hookclaim_claim_unfinished(%").await;
     // Inside it, the claim function ran once: its insert is the one nested statement. (Were the
     // answer's subquery flattened, each answer field would call the function again.)
-    let nested: i64 = admin
-        .query_one(
-            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
-              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                AND NOT toplevel",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let nested = nested_statements(&admin).await;
     store::claim(&c, &s.delivery(), claimant("b"), true)
         .await
         .unwrap();
