@@ -256,7 +256,7 @@ async fn counts(ctx: &Ctx) -> (Value, Sql) {
             .unwrap_or_else(|| panic!("the handler sent no {what} statement"))
     };
     let sql = Sql {
-        claim: find("claim", &|t| t.contains("hookclaim_claim_unfinished(")),
+        claim: find("claim", &|t| t.contains("hookclaim_claim_key(")),
         finish_done: find("finish", &|t| {
             t.starts_with("WITH finished AS") && t.contains("status = 'done'")
         }),
@@ -759,28 +759,12 @@ impl Scripts {
     fn write(sql: &Sql) -> Scripts {
         let dir = common::out_dir().join("pgbench");
         std::fs::create_dir_all(&dir).expect("pgbench script dir");
-        // CLAIM's parameters: source, delivery id, id origin, store-only, owner, lease seconds,
-        // event type, payload, payload hash, kept headers, attempt cap, long key retention (a
-        // GitHub source has it). `t`/`f` are -D true/false. The handler binds the headers as
-        // text; pgbench declares no types, so the cast says so (else PostgreSQL would infer
-        // jsonb from the statement's own cast and parse them on every call).
-        let claim = |store_only: &str| {
+        // CLAIM's parameters: source, delivery id, payload, payload hash, owner, and the rest of
+        // a new row as one `hookclaim_new_row` literal (store-only or in-transaction).
+        let claim = |new_row: &str| {
             with_vars(
                 &sql.claim,
-                &[
-                    "source",
-                    "id",
-                    "origin",
-                    store_only,
-                    "owner",
-                    "lease",
-                    "event",
-                    "payload",
-                    "sha",
-                    "headers::text",
-                    "max",
-                    "t",
-                ],
+                &["source", "id", "payload", "sha", "owner", new_row],
             )
         };
         let issue = with_vars(&sql.issue_licence, &["id", "key", "source", "id"]);
@@ -799,17 +783,17 @@ impl Scripts {
             )
         };
         let files = [
-            ("store_new.sql", format!("{}{new_id}{}", header("a new delivery, store-only processor"), claim("t"))),
-            ("store_dup.sql", format!("{}{dup_id}{}", header("a duplicate, store-only processor"), claim("t"))),
+            ("store_new.sql", format!("{}{new_id}{}", header("a new delivery, store-only processor"), claim("row_store"))),
+            ("store_dup.sql", format!("{}{dup_id}{}", header("a duplicate, store-only processor"), claim("row_store"))),
             (
                 "licence_new.sql",
                 format!(
                     "{}{new_id}{key}{}\\startpipeline\nBEGIN;\n{issue}{finish}COMMIT;\n\\endpipeline\n",
                     header("a new delivery, licence processor: the claim, then BEGIN, the insert, the fenced finish and COMMIT in one pipelined batch"),
-                    claim("f")
+                    claim("row_tx")
                 ),
             ),
-            ("licence_dup.sql", format!("{}{dup_id}{}", header("a duplicate, licence processor"), claim("f"))),
+            ("licence_dup.sql", format!("{}{dup_id}{}", header("a duplicate, licence processor"), claim("row_tx"))),
         ];
         for (name, text) in &files {
             std::fs::write(dir.join(name), text).expect("write pgbench script");
@@ -859,17 +843,12 @@ async fn pgbench(
     let sample = common::body(1);
     let defines = [
         ("source", "github".to_string()),
-        ("origin", "header".to_string()),
-        ("t", "true".to_string()),
-        ("f", "false".to_string()),
         ("owner", format!("{:032x}", fastrand::u128(..))),
-        ("lease", "90".to_string()),
-        ("event", "push".to_string()),
         ("payload", format!("\\x{}", hex::encode(sample.as_bytes()))),
         ("sha", common::sha256_bytea(sample.as_bytes())),
-        ("headers", common::kept_headers_json(1)),
+        ("row_store", common::new_row(true)),
+        ("row_tx", common::new_row(false)),
         ("attempt", "1".to_string()),
-        ("max", "8".to_string()),
     ];
     let threads = clients.min(2);
     let mut cmd = tokio::process::Command::new(&ctx.pgbench);
@@ -1157,7 +1136,7 @@ async fn statement_costs(
     let pattern = if side == "bare" {
         "%INSERT INTO bench_bare %"
     } else {
-        "%hookclaim_claim_unfinished(%"
+        "%hookclaim_claim_key(%"
     };
     let row = db
         .query_one(

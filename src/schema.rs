@@ -56,6 +56,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "no_check_constraints",
         sql: include_str!("../migrations/0007_no_check_constraints.sql"),
     },
+    Migration {
+        version: 8,
+        name: "claim_binds_six",
+        sql: include_str!("../migrations/0008_claim_binds_six.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.

@@ -120,58 +120,121 @@ macro_rules! takeover_condition {
     };
 }
 
-/// Insert, take over, or only read, in one statement and one round trip. `$4` true means "store
-/// only": the row goes straight to `done`, so a new delivery costs exactly this one round trip.
+/// Insert, take over, or only read, in one statement and one round trip.
 ///
-/// The statement's answer is the finished row if there is one, else the claim function's:
-/// - The scalar subquery reads the key. A duplicate of a done or dead row is answered from that
-///   one index lookup, in plain SQL: no row lock, no transaction id, no WAL, no function call.
-/// - `coalesce` evaluates its second argument only when the first is NULL, so any other key
-///   (none yet, a lease, a retry) goes to `hookclaim_claim_unfinished`
-///   (`migrations/0006_claim_reads_first.sql`, where its SQL and the reasons for each path are).
-///   That function inserts a new key and claims it at attempt 1, or hands the key to
-///   `hookclaim_claim` (`migrations/0005_claim_function.sql`), whose general statement lets the
-///   unique key decide: a row is taken over by `ON CONFLICT DO UPDATE` only if the takeover
-///   condition (the same as [`RECLAIM_NEXT`]'s) still holds on its latest version, so of several
-///   claimants racing for a new key or an expired lease exactly one wins, and an expired lease at
-///   the attempt cap is made dead instead.
-/// - The answer's four fields are read from a subquery that PostgreSQL keeps as it is, because
-///   its output calls a volatile function (one that writes). Written as `(coalesce(…)).*`, each
-///   field would repeat the `coalesce`, and a new key would call the function four times.
-/// - The kept headers arrive as text and become `jsonb` only as the function's argument, so a
-///   duplicate never parses them.
+/// The statement's answer is the finished row's status if the read settles it, else the claim
+/// function's:
+/// - The scalar subquery reads the key. A duplicate of a done or dead row with the same payload,
+///   claimed by someone else, is answered from that one index lookup, in plain SQL: no row lock,
+///   no transaction id, no WAL, no function call.
+/// - `coalesce` evaluates its second argument only when the first is NULL, so any other key (none
+///   yet, a lease, a retry, this owner's own earlier try, another payload) goes to
+///   `hookclaim_claim_key` (`migrations/0008_claim_binds_six.sql`, where its SQL and the reasons
+///   for each path are). That function inserts a new key and claims it at attempt 1, or hands
+///   the key to `hookclaim_claim` (`migrations/0005_claim_function.sql`), whose general
+///   statement lets the unique key decide: a row is taken over by `ON CONFLICT DO UPDATE` only
+///   if the takeover condition (the same as [`RECLAIM_NEXT`]'s) still holds on its latest
+///   version, so of several claimants racing for a new key or an expired lease exactly one
+///   wins, and an expired lease at the attempt cap is made dead instead.
 ///
-/// This shape (one uncorrelated subquery, no joins) costs the server less per duplicate than a
-/// join of the read with a lateral call; BENCHMARKS.md has the measurements.
-///
-/// The answer is one row: state, attempt, stored payload hash, next attempt. The function's
-/// answer always has a state (`in_progress` when a concurrent claimant committed after its
-/// snapshot).
-const CLAIM: &str = "SELECT (a).state, (a).attempt, (a).payload_sha256, (a).next_attempt_at
-  FROM (SELECT coalesce(
-                 (SELECT ROW(CASE WHEN f.lease_owner = $5 AND f.status = 'done'
-                                  THEN 'claimed' ELSE f.status END,
-                             f.attempt, f.payload_sha256, f.next_attempt_at)::hookclaim_claim_answer
-                    FROM hookclaim_deliveries AS f
-                   WHERE f.source = $1 AND f.delivery_id = $2 AND f.status IN ('done', 'dead')),
-                 hookclaim_claim_unfinished($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11,
-                                            $12)) AS a) AS answer";
+/// PostgreSQL's work per execution grows with each parameter it binds and each expression it sets
+/// up, used or not, so the statement binds only what the read needs (`$1`, `$2`, `$4`, `$5`), the
+/// payload, and, in `$6`, everything else a new row needs as one text that only the function
+/// parses ([`new_row_literal`]). The answer is one text column ([`Claim::parse`]).
+const CLAIM: &str = "SELECT coalesce(
+         (SELECT f.status FROM hookclaim_deliveries AS f
+           WHERE f.source = $1 AND f.delivery_id = $2 AND f.status IN ('done', 'dead')
+             AND f.payload_sha256 = $4 AND f.lease_owner <> $5),
+         hookclaim_claim_key($1, $2, $3, $4, $5, $6))";
 
 /// [`CLAIM`]'s parameter types, in the order [`claim`] binds them.
-const CLAIM_TYPES: [Type; 12] = [
-    Type::TEXT,   // source
-    Type::TEXT,   // delivery id
-    Type::TEXT,   // id origin
-    Type::BOOL,   // store only
-    Type::TEXT,   // owner
-    Type::FLOAT8, // lease seconds
-    Type::TEXT,   // event type
-    Type::BYTEA,  // payload
-    Type::BYTEA,  // payload hash
-    Type::TEXT,   // kept headers, as JSON text
-    Type::INT4,   // attempt cap
-    Type::BOOL,   // long key retention
+const CLAIM_TYPES: [Type; 6] = [
+    Type::TEXT,  // source
+    Type::TEXT,  // delivery id
+    Type::BYTEA, // payload
+    Type::BYTEA, // payload hash
+    Type::TEXT,  // owner
+    Type::TEXT,  // the rest of a new row: a `hookclaim_new_row` literal
 ];
+
+/// The values only a new row needs, as a literal of the composite type `hookclaim_new_row`
+/// (migration 8): `(id_origin,finish_now,lease_secs,event_type,headers,max_attempts,long_key)`.
+///
+/// Every text field is quoted, with `"` and `\` escaped, so any value reads back exactly; an
+/// absent event type is an empty field, which PostgreSQL reads as NULL.
+pub fn new_row_literal(
+    delivery: &NewDelivery<'_>,
+    claimant: Claimant<'_>,
+    finish_now: bool,
+) -> String {
+    fn quoted(out: &mut String, text: &str) {
+        out.push('"');
+        for c in text.chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+    }
+    let flag = |b: bool| if b { 't' } else { 'f' };
+    // A map of strings always serialises.
+    let headers = serde_json::to_string(delivery.headers).unwrap_or_default();
+    let mut out = String::with_capacity(headers.len() + 64);
+    out.push('(');
+    quoted(&mut out, delivery.id_origin.as_str());
+    out.push(',');
+    out.push(flag(finish_now));
+    out.push(',');
+    out.push_str(&claimant.lease.as_secs_f64().to_string());
+    out.push(',');
+    if let Some(event_type) = delivery.event_type {
+        quoted(&mut out, event_type);
+    }
+    out.push(',');
+    quoted(&mut out, &headers);
+    out.push(',');
+    out.push_str(&claimant.max_attempts.to_string());
+    out.push(',');
+    out.push(flag(delivery.long_key_retention));
+    out.push(')');
+    out
+}
+
+impl Claim {
+    /// Reads the claim statement's answer: a finished row's status, or the claim function's
+    /// word with its argument (`migrations/0008_claim_binds_six.sql` lists them). `None` for
+    /// anything else, which the caller treats as busy rather than trusted.
+    pub(crate) fn parse(answer: &str) -> Option<Claim> {
+        let (word, argument) = match answer.split_once(' ') {
+            Some((word, argument)) => (word, Some(argument)),
+            None => (answer, None),
+        };
+        Some(match (word, argument) {
+            ("claimed", Some(n)) => Claim::Claimed {
+                attempt: n.parse().ok()?,
+            },
+            ("done", None) => Claim::Done { same_payload: true },
+            ("done", Some("payload_differs")) => Claim::Done {
+                same_payload: false,
+            },
+            ("dead", None) => Claim::Dead { same_payload: true },
+            ("dead", Some("payload_differs")) => Claim::Dead {
+                same_payload: false,
+            },
+            ("in_progress", None) => Claim::InProgress,
+            ("gave_up", None) => Claim::GaveUp,
+            ("retry_at", Some(epoch)) => {
+                let secs: f64 = epoch.parse().ok()?;
+                let since_epoch = Duration::try_from_secs_f64(secs).ok()?;
+                Claim::RetryLater {
+                    next_attempt_at: SystemTime::UNIX_EPOCH + since_epoch,
+                }
+            }
+            _ => return None,
+        })
+    }
+}
 
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
 ///
@@ -183,54 +246,23 @@ pub async fn claim(
     claimant: Claimant<'_>,
     finish_now: bool,
 ) -> Result<Claim, Error> {
-    // A map of strings always serialises.
-    let headers = serde_json::to_string(delivery.headers).unwrap_or_default();
-    let lease_secs = claimant.lease.as_secs_f64();
-    let values: [&(dyn ToSql + Sync); 12] = [
+    let new_row = new_row_literal(delivery, claimant, finish_now);
+    let values: [&(dyn ToSql + Sync); 6] = [
         &delivery.source,
         &delivery.delivery_id,
-        &delivery.id_origin.as_str(),
-        &finish_now,
-        &claimant.owner,
-        &lease_secs,
-        &delivery.event_type,
         &delivery.payload,
         &delivery.payload_sha256,
-        &headers,
-        &claimant.max_attempts,
-        &delivery.long_key_retention,
+        &claimant.owner,
+        &new_row,
     ];
-    let params: [(&(dyn ToSql + Sync), Type); 12] =
+    let params: [(&(dyn ToSql + Sync), Type); 6] =
         std::array::from_fn(|i| (values[i], CLAIM_TYPES[i].clone()));
-    let answer = match connection::query(on, CLAIM, &params)
-        .await?
-        .into_iter()
-        .next()
-    {
-        None => Claim::InProgress,
-        Some(row) => {
-            let same_payload = || row.get::<_, &[u8]>(2) == delivery.payload_sha256;
-            match row.get::<_, Option<&str>>(0) {
-                Some("claimed") => Claim::Claimed {
-                    attempt: row.get(1),
-                },
-                Some("gave_up") => Claim::GaveUp,
-                Some("done") => Claim::Done {
-                    same_payload: same_payload(),
-                },
-                Some("dead") => Claim::Dead {
-                    same_payload: same_payload(),
-                },
-                // A failed row always has its due time; one without (written by hand) is
-                // answered as busy rather than trusted.
-                Some("failed") => match row.get::<_, Option<SystemTime>>(3) {
-                    Some(next_attempt_at) => Claim::RetryLater { next_attempt_at },
-                    None => Claim::InProgress,
-                },
-                _ => Claim::InProgress,
-            }
-        }
-    };
+    let rows = connection::query(on, CLAIM, &params).await?;
+    let answer = rows
+        .first()
+        .and_then(|row| row.get::<_, Option<&str>>(0))
+        .and_then(Claim::parse)
+        .unwrap_or(Claim::InProgress);
     if answer != Claim::InProgress {
         return Ok(answer);
     }
@@ -1379,5 +1411,110 @@ impl Session<'_> {
         filter: &ReplayFilter<'_>,
     ) -> Result<(u64, u64), DbError> {
         self.run(|c, _| Box::pin(count_replayable(c, filter))).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_answer_of_the_claim_statement_reads_as_its_claim() {
+        let at = |secs: f64| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(secs);
+        let cases = [
+            ("claimed 1", Some(Claim::Claimed { attempt: 1 })),
+            ("claimed 12", Some(Claim::Claimed { attempt: 12 })),
+            ("done", Some(Claim::Done { same_payload: true })),
+            (
+                "done payload_differs",
+                Some(Claim::Done {
+                    same_payload: false,
+                }),
+            ),
+            ("dead", Some(Claim::Dead { same_payload: true })),
+            (
+                "dead payload_differs",
+                Some(Claim::Dead {
+                    same_payload: false,
+                }),
+            ),
+            ("in_progress", Some(Claim::InProgress)),
+            ("gave_up", Some(Claim::GaveUp)),
+            (
+                "retry_at 1764612345.25",
+                Some(Claim::RetryLater {
+                    next_attempt_at: at(1764612345.25),
+                }),
+            ),
+            ("retry_at 1764612345", Some(Claim::RetryLater {
+                next_attempt_at: at(1764612345.0),
+            })),
+            // Anything else is not trusted.
+            ("claimed", None),
+            ("claimed x", None),
+            ("done other", None),
+            ("processing", None),
+            ("failed", None),
+            ("retry_at", None),
+            ("retry_at soon", None),
+            ("retry_at -5", None),
+            ("", None),
+        ];
+        for (answer, want) in cases {
+            assert_eq!(Claim::parse(answer), want, "{answer:?}");
+        }
+    }
+
+    fn delivery<'a>(
+        event_type: Option<&'a str>,
+        headers: &'a BTreeMap<String, String>,
+    ) -> NewDelivery<'a> {
+        NewDelivery {
+            source: "github",
+            delivery_id: "d-1",
+            id_origin: IdOrigin::Header,
+            event_type,
+            payload: b"{}",
+            payload_sha256: &[0; 32],
+            headers,
+            long_key_retention: true,
+        }
+    }
+
+    const CLAIMANT: Claimant<'static> = Claimant {
+        owner: "o",
+        lease: Duration::from_millis(90_500),
+        max_attempts: 8,
+    };
+
+    #[test]
+    fn a_new_row_literal_lists_the_fields_in_the_order_of_the_type() {
+        let headers = BTreeMap::from([("x-github-event".to_string(), "push".to_string())]);
+        assert_eq!(
+            new_row_literal(&delivery(Some("push"), &headers), CLAIMANT, false),
+            r#"("header",f,90.5,"push","{\"x-github-event\":\"push\"}",8,t)"#
+        );
+    }
+
+    #[test]
+    fn an_absent_event_type_is_an_empty_field_and_an_empty_one_is_quoted() {
+        let headers = BTreeMap::new();
+        assert_eq!(
+            new_row_literal(&delivery(None, &headers), CLAIMANT, true),
+            r#"("header",t,90.5,,"{}",8,t)"#
+        );
+        assert_eq!(
+            new_row_literal(&delivery(Some(""), &headers), CLAIMANT, true),
+            r#"("header",t,90.5,"","{}",8,t)"#
+        );
+    }
+
+    #[test]
+    fn quotes_and_backslashes_in_a_field_are_escaped() {
+        let headers = BTreeMap::new();
+        assert_eq!(
+            new_row_literal(&delivery(Some(r#"a"b\c,(d)"#), &headers), CLAIMANT, true),
+            r#"("header",t,90.5,"a\"b\\c,(d)","{}",8,t)"#
+        );
     }
 }

@@ -114,6 +114,83 @@ async fn store_only_claim_records_the_delivery_as_done_in_the_same_statement() {
 }
 
 #[tokio::test]
+async fn a_store_only_claim_retried_by_its_owner_is_its_own_claim_not_a_duplicate() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_store_retry", "{}");
+    store::claim(&c, &s.delivery(), claimant("a"), true)
+        .await
+        .unwrap();
+
+    // As after a lost answer: the row is already done, and its owner asks again.
+    let again = store::claim(&c, &s.delivery(), claimant("a"), true)
+        .await
+        .unwrap();
+
+    assert_eq!(again, Claim::Claimed { attempt: 1 });
+    assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
+    assert_eq!(
+        status(&c, "stripe", "evt_store_retry").await,
+        ("done".into(), 1)
+    );
+}
+
+#[tokio::test]
+async fn every_value_of_a_new_row_is_stored_exactly_as_sent() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    // Quotes, backslashes, commas, parentheses and non-ASCII: what a composite literal must
+    // escape, and what a sender may put in an event type or a header.
+    let tricky = r#"a "quoted", (parenthesised) \ back\slashed ünïcødé ✓"#;
+    let mut s = Sample::new("evt_exact", "{}");
+    s.headers = BTreeMap::from([
+        ("stripe-signature".into(), "t=1,v1=ab".into()),
+        ("x-odd".into(), tricky.into()),
+        ("x-empty".into(), String::new()),
+    ]);
+    let mut with_type = s.delivery();
+    with_type.event_type = Some(tricky);
+    with_type.long_key_retention = true;
+    let mut without_type = s.delivery();
+    without_type.delivery_id = "evt_exact_untyped";
+    without_type.event_type = None;
+    without_type.id_origin = IdOrigin::BodySha256;
+
+    let first = store::claim(&c, &with_type, claimant("a"), false).await;
+    let second = store::claim(&c, &without_type, claimant("a"), true).await;
+
+    assert_eq!(first.unwrap(), Claim::Claimed { attempt: 1 });
+    assert_eq!(second.unwrap(), Claim::Claimed { attempt: 1 });
+    let row = |id: &'static str| {
+        let c = &c;
+        async move {
+            c.query_one(
+                "SELECT event_type, headers::text, id_origin, key_outlives_payload, status,
+                        lease_owner
+                   FROM hookclaim_deliveries WHERE delivery_id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let typed = row("evt_exact").await;
+    let stored: BTreeMap<String, String> = serde_json::from_str(typed.get::<_, &str>(1)).unwrap();
+    assert_eq!(typed.get::<_, Option<&str>>(0), Some(tricky));
+    assert_eq!(stored, s.headers);
+    assert_eq!(typed.get::<_, &str>(2), "body");
+    assert!(typed.get::<_, bool>(3));
+    assert_eq!(typed.get::<_, &str>(4), "processing");
+    assert_eq!(typed.get::<_, &str>(5), "a");
+    let untyped = row("evt_exact_untyped").await;
+    assert_eq!(untyped.get::<_, Option<&str>>(0), None);
+    assert_eq!(untyped.get::<_, &str>(2), "body_sha256");
+    assert!(!untyped.get::<_, bool>(3));
+    assert_eq!(untyped.get::<_, &str>(4), "done");
+    assert_rows_well_formed(&c).await;
+}
+
+#[tokio::test]
 async fn duplicate_of_a_done_delivery_is_reported_and_changes_nothing() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
@@ -143,6 +220,29 @@ async fn duplicate_with_a_different_payload_is_still_a_duplicate_but_flagged() {
         Claim::Done {
             same_payload: false
         }
+    );
+}
+
+#[tokio::test]
+async fn duplicate_of_a_dead_delivery_with_a_different_payload_is_flagged() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_dead_mm", r#"{"a":1}"#);
+    claim(&c, &s, "a").await;
+    store::finish_dead(&c, &attempt(&s, 1, "a"), "bad")
+        .await
+        .unwrap();
+
+    let other = Sample::new("evt_dead_mm", r#"{"a":2}"#);
+    assert_eq!(
+        claim(&c, &other, "b").await,
+        Claim::Dead {
+            same_payload: false
+        }
+    );
+    assert_eq!(
+        status(&c, "stripe", "evt_dead_mm").await,
+        ("dead".into(), 1)
     );
 }
 
@@ -244,7 +344,7 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
                         sum(shared_blks_dirtied)::int8
                    FROM pg_stat_statements
                   WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND toplevel AND query ILIKE '%hookclaim_claim_unfinished(%'",
+                    AND toplevel AND query ILIKE '%hookclaim_claim_key(%'",
                 &[],
             )
             .await
@@ -329,7 +429,7 @@ async fn a_claim_retried_while_its_first_try_commits_recognises_its_own_claim() 
         support::count(
             &admin,
             "SELECT count(*) FROM pg_stat_activity
-              WHERE wait_event_type = 'Lock' AND query LIKE '%hookclaim_claim_unfinished(%'",
+              WHERE wait_event_type = 'Lock' AND query LIKE '%hookclaim_claim_key(%'",
         )
         .await
             == 1
@@ -424,12 +524,27 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
     .unwrap();
 
     assert_eq!(claim(&c, &due, "b").await, Claim::Claimed { attempt: 2 });
+    let stored: std::time::SystemTime = c
+        .query_one(
+            "SELECT next_attempt_at FROM hookclaim_deliveries WHERE delivery_id = 'evt_later'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     match claim(&c, &later, "b").await {
         Claim::RetryLater { next_attempt_at } => {
             let wait = next_attempt_at
                 .duration_since(std::time::SystemTime::now())
                 .unwrap();
             assert!(wait > Duration::from_secs(100), "{wait:?}");
+            let off = next_attempt_at
+                .duration_since(stored)
+                .unwrap_or_else(|e| e.duration());
+            assert!(
+                off < Duration::from_millis(1),
+                "answered {off:?} off the stored due time"
+            );
         }
         other => panic!("expected RetryLater, got {other:?}"),
     }
@@ -607,14 +722,14 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
     store::claim(&c, &s.delivery(), claimant("a"), true)
         .await
         .unwrap();
-    let after_new = statements_since_reset(&admin, "%hookclaim_claim_unfinished(%").await;
+    let after_new = statements_since_reset(&admin, "%hookclaim_claim_key(%").await;
     // Inside it, the claim function ran once: its insert is the one nested statement. (Were the
     // answer's subquery flattened, each answer field would call the function again.)
     let nested = nested_statements(&admin).await;
     store::claim(&c, &s.delivery(), claimant("b"), true)
         .await
         .unwrap();
-    let after_dup = statements_since_reset(&admin, "%hookclaim_claim_unfinished(%").await;
+    let after_dup = statements_since_reset(&admin, "%hookclaim_claim_key(%").await;
     let all: i64 = admin
         .query_one(
             "SELECT coalesce(sum(calls),0)::int8 FROM pg_stat_statements

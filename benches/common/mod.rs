@@ -78,6 +78,31 @@ pub fn kept_headers_json(id: u64) -> String {
     .to_string()
 }
 
+/// The rest of a new row as the handler binds it with the claim of GitHub delivery 1 (its kept
+/// headers, a 90 s lease, 8 attempts, the key kept longer): store-only when `finish_now`.
+pub fn new_row(finish_now: bool) -> String {
+    let headers: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&kept_headers_json(1)).expect("kept headers are a map of strings");
+    let body = body(1);
+    let sha = Sha256::digest(body.as_bytes());
+    let delivery = hookclaim::store::NewDelivery {
+        source: "github",
+        delivery_id: "1",
+        id_origin: hookclaim::verify::IdOrigin::Header,
+        event_type: Some("push"),
+        payload: body.as_bytes(),
+        payload_sha256: &sha,
+        headers: &headers,
+        long_key_retention: true,
+    };
+    let claimant = hookclaim::store::Claimant {
+        owner: "bench",
+        lease: Duration::from_secs(90),
+        max_attempts: 8,
+    };
+    hookclaim::store::new_row_literal(&delivery, claimant, finish_now)
+}
+
 /// `\x…` hex text of SHA-256 of `bytes` (bytea input syntax).
 pub fn sha256_bytea(bytes: &[u8]) -> String {
     format!("\\x{}", hex::encode(Sha256::digest(bytes)))
