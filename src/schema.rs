@@ -61,6 +61,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_binds_six",
         sql: include_str!("../migrations/0008_claim_binds_six.sql"),
     },
+    Migration {
+        version: 9,
+        name: "one_index_per_job",
+        sql: include_str!("../migrations/0009_one_index_per_job.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.
