@@ -13,13 +13,17 @@
 //!   `INSERT … ON CONFLICT DO NOTHING` of the key and the same payload, both through pgbench in
 //!   alternating rounds at 1, 4 and 16 clients, for new and duplicate deliveries; and the WAL
 //!   bytes and buffers dirtied per statement.
+//! - `instructions`: the same two statements (and a plain read of the key, the floor of any
+//!   statement that answers) in instructions the server executes per statement, counted by
+//!   callgrind on a second server: ratios that do not move with the machine's load.
 //! - `purge`: the retention purge of 1,000,000 finished rows alone, then the p99 of concurrent
 //!   claims without and with a purge running.
 //!
 //! - `pinned`: the throughput comparison again with the benchmark process on CPU 0 and the
 //!   server on CPU 1, so that client and server do not share a core.
 //!
-//! `HOOKCLAIM_BENCH_SECTIONS=counts,statements,throughput,pinned,purge` picks sections (default: all);
+//! `HOOKCLAIM_BENCH_SECTIONS=counts,statements,instructions,throughput,pinned,purge` picks sections
+//! (default: all);
 //! `HOOKCLAIM_BENCH_SECTIONS=profile` instead runs one environment through a short loop of new
 //! deliveries, for `valgrind --tool=callgrind`. Results go to `target/bench/handler.json`.
 //! Run through `scripts/bench`.
@@ -71,7 +75,7 @@ struct Ctx {
 fn main() {
     common::silence_stdout();
     let sections = std::env::var("HOOKCLAIM_BENCH_SECTIONS")
-        .unwrap_or_else(|_| "counts,statements,throughput,pinned,purge".into());
+        .unwrap_or_else(|_| "counts,statements,instructions,throughput,pinned,purge".into());
     // Single-threaded like the function's own binary: with two workers, tokio-postgres's
     // connection task could write the first request of a pipelined batch before the rest were
     // queued, and the proxy would count a round trip the function does not make. The measured
@@ -106,7 +110,7 @@ fn main() {
             "environment_threads": 2,
         });
         let mut sql = None;
-        if ["counts", "statements", "throughput", "pinned"]
+        if ["counts", "statements", "instructions", "throughput", "pinned"]
             .iter()
             .any(|s| sections.contains(s))
         {
@@ -117,6 +121,10 @@ fn main() {
         if sections.contains("statements") {
             let sql = sql.as_ref().expect("captured SQL");
             out["statements"] = statements(&ctx, sql).await;
+        }
+        if sections.contains("instructions") {
+            let sql = sql.as_ref().expect("captured SQL");
+            out["instructions"] = instructions(&ctx, sql).await;
         }
         if sections.contains("throughput") || sections.contains("pinned") {
             let sql = sql.as_ref().expect("captured SQL");
@@ -826,6 +834,21 @@ enum Length {
     Transactions(u64),
 }
 
+/// The values of the pgbench scripts' variables: the same delivery the handler claims (GitHub,
+/// a 1 KB body), a random owner token.
+fn pgbench_defines() -> Vec<(&'static str, String)> {
+    let sample = common::body(1);
+    vec![
+        ("source", "github".to_string()),
+        ("owner", format!("{:032x}", fastrand::u128(..))),
+        ("payload", format!("\\x{}", hex::encode(sample.as_bytes()))),
+        ("sha", common::sha256_bytea(sample.as_bytes())),
+        ("row_store", common::new_row(true)),
+        ("row_tx", common::new_row(false)),
+        ("attempt", "1".to_string()),
+    ]
+}
+
 /// pgbench with `clients` connections (and up to two threads, like the handler's two tokio
 /// workers) running `script` against database `db` for `length`; latencies from its
 /// per-transaction log.
@@ -840,16 +863,7 @@ async fn pgbench(
     let logs = common::out_dir().join("pgbench-log");
     let _ = std::fs::remove_dir_all(&logs);
     std::fs::create_dir_all(&logs).expect("pgbench log dir");
-    let sample = common::body(1);
-    let defines = [
-        ("source", "github".to_string()),
-        ("owner", format!("{:032x}", fastrand::u128(..))),
-        ("payload", format!("\\x{}", hex::encode(sample.as_bytes()))),
-        ("sha", common::sha256_bytea(sample.as_bytes())),
-        ("row_store", common::new_row(true)),
-        ("row_tx", common::new_row(false)),
-        ("attempt", "1".to_string()),
-    ];
+    let defines = pgbench_defines();
     let threads = clients.min(2);
     let mut cmd = tokio::process::Command::new(&ctx.pgbench);
     cmd.args(["-n", "-M", mode, "-h", "127.0.0.1", "-U", "postgres"])
@@ -943,6 +957,11 @@ const BARE_INSERT: &str =
     "INSERT INTO bench_bare (source, delivery_id, payload) VALUES ($1, $2, $3)
     ON CONFLICT DO NOTHING";
 
+/// A read of one key by the ledger's unique index that binds the payload as the bare insert does:
+/// less than any claim can cost, since every claim reads the key and binds the payload.
+const PLAIN_READ: &str = "SELECT status FROM hookclaim_deliveries
+    WHERE source = $1 AND delivery_id = $2 AND $3::bytea IS NOT NULL";
+
 /// The redelivered set, `DUP_COUNT` rows from id `$1 + 1`, in the bare table.
 const SEED_BARE: &str = "INSERT INTO bench_bare (source, delivery_id, payload)
     SELECT 'github', ($1::int8 + g)::text, $2 FROM generate_series(1, $3::int8) AS g";
@@ -959,12 +978,11 @@ const SEED_CLAIM: &str = "INSERT INTO hookclaim_deliveries (source, delivery_id,
 /// times, so the WAL position's difference divided by it is the WAL per delivery.
 const WAL_DELIVERIES: u64 = 2_000;
 
-async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
-    eprintln!("== statements: the claim versus the bare dedupe insert (pgbench -M prepared)");
-    let url = create_db(ctx, "stmt").await;
-    let db = support::connect(&url).await;
-    // No autovacuum in this database, so that no vacuum's WAL falls into a measured window;
-    // both tables are vacuumed once after seeding instead, as autovacuum would have.
+/// Prepares database `db` for the claim-versus-bare comparisons: the bare table beside the
+/// ledger, the redelivered set in both, no autovacuum (so that no vacuum's WAL falls into a
+/// measured window; both tables are vacuumed once after seeding instead, as autovacuum would
+/// have).
+async fn seed_statement_db(db: &tokio_postgres::Client) {
     db.batch_execute(&format!(
         "{BARE_TABLE};
          ALTER TABLE bench_bare SET (autovacuum_enabled = off);
@@ -1002,30 +1020,70 @@ async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
     db.batch_execute("VACUUM ANALYZE bench_bare, hookclaim_deliveries")
         .await
         .expect("vacuum");
+}
 
-    let scripts = Scripts::write(sql);
-    let dir = common::out_dir().join("pgbench");
-    let bare = with_vars(BARE_INSERT, &["source", "id", "payload"]);
-    let header =
-        "-- hookclaim benchmark: the bare dedupe insert, the floor the claim is held to.\n";
-    let new_id = "\\set id random(1, 9223372036854775806)\n";
-    let dup_id = format!(
-        "\\set id {} + random(1, {})\n",
-        common::DUP_BASE,
-        common::DUP_COUNT
-    );
-    let bare_new = dir.join("bare_new.sql");
-    let bare_dup = dir.join("bare_dup.sql");
-    std::fs::write(&bare_new, format!("{header}{new_id}{bare}")).expect("write script");
-    std::fs::write(&bare_dup, format!("{header}{dup_id}{bare}")).expect("write script");
-    let script = |side: &str, kind: Kind| -> &Path {
-        match (side, kind) {
-            ("bare", Kind::New) => &bare_new,
-            ("bare", Kind::Duplicate) => &bare_dup,
-            (_, Kind::New) => &scripts.store_new,
-            (_, Kind::Duplicate) => &scripts.store_dup,
+/// The pgbench scripts of the comparison: the bare insert and the store-only claim, each for a
+/// new delivery and a duplicate, and a plain read of the key with the payload bound, the floor
+/// of any statement that answers.
+struct StatementScripts {
+    bare_new: PathBuf,
+    bare_dup: PathBuf,
+    read_dup: PathBuf,
+    scripts: Scripts,
+}
+
+impl StatementScripts {
+    fn write(sql: &Sql) -> StatementScripts {
+        let scripts = Scripts::write(sql);
+        let new_id = "\\set id random(1, 9223372036854775806)\n";
+        let dup_id = format!(
+            "\\set id {} + random(1, {})\n",
+            common::DUP_BASE,
+            common::DUP_COUNT
+        );
+        let write = |name: &str, what: &str, id: &str, sql: &str, vars: &[&str]| {
+            let path = scripts.dir.join(name);
+            let text = format!(
+                "-- hookclaim benchmark: {what}.\n{id}{}",
+                with_vars(sql, vars)
+            );
+            std::fs::write(&path, text).expect("write script");
+            path
+        };
+        let floor = "the bare dedupe insert, the floor the claim is held to";
+        let bare = ["source", "id", "payload"];
+        StatementScripts {
+            bare_new: write("bare_new.sql", floor, new_id, BARE_INSERT, &bare),
+            bare_dup: write("bare_dup.sql", floor, &dup_id, BARE_INSERT, &bare),
+            read_dup: write(
+                "read_dup.sql",
+                "a read of the key with the payload bound, what any answer costs at least",
+                &dup_id,
+                PLAIN_READ,
+                &bare,
+            ),
+            scripts,
         }
-    };
+    }
+
+    fn script(&self, side: &str, kind: Kind) -> &Path {
+        match (side, kind) {
+            ("bare", Kind::New) => &self.bare_new,
+            ("bare", Kind::Duplicate) => &self.bare_dup,
+            (_, Kind::New) => &self.scripts.store_new,
+            (_, Kind::Duplicate) => &self.scripts.store_dup,
+        }
+    }
+}
+
+async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
+    eprintln!("== statements: the claim versus the bare dedupe insert (pgbench -M prepared)");
+    let url = create_db(ctx, "stmt").await;
+    let db = support::connect(&url).await;
+    seed_statement_db(&db).await;
+    let written = StatementScripts::write(sql);
+    let dir = written.scripts.dir.clone();
+    let script = |side: &str, kind: Kind| written.script(side, kind);
 
     // WAL and buffers first, while every duplicate row is as vacuum left it.
     let mut costs = Vec::new();
@@ -1075,6 +1133,73 @@ async fn statements(ctx: &Ctx, sql: &Sql) -> Value {
         "scripts": dir,
         "wal_deliveries": WAL_DELIVERIES,
         "costs": costs,
+        "rows": rows,
+    })
+}
+
+/// The claim versus the bare insert in instructions per statement: the server runs under
+/// callgrind, which counts what each backend executes, so the ratio is the server's work and
+/// does not move with the machine's load. One connection; see `common::callgrind`.
+async fn instructions(ctx: &Ctx, sql: &Sql) -> Value {
+    eprintln!("== instructions: server instructions per statement (callgrind), claim versus bare");
+    let counter = common::callgrind::Counter::new(
+        &common::out_dir(),
+        &support::PgServer::postgres_binary(),
+        support::is_root().then_some("postgres"),
+    );
+    // No autovacuum: no worker's exit is mistaken for a backend's.
+    let server = support::PgServer::start_wrapped(&["autovacuum = off"], &counter.wrapper());
+    let admin = support::connect(&server.url("postgres")).await;
+    admin
+        .batch_execute("CREATE DATABASE counted")
+        .await
+        .expect("create database");
+    let url = server.url("counted");
+    let mut db = support::connect(&url).await;
+    hookclaim::schema::migrate(&mut db).await.expect("migrate");
+    seed_statement_db(&db).await;
+    let written = StatementScripts::write(sql);
+    let mut args: Vec<String> = ["-h", "127.0.0.1", "-U", "postgres", "-p"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    args.push(server.port.to_string());
+    for (k, v) in pgbench_defines() {
+        args.push("-D".into());
+        args.push(format!("{k}={v}"));
+    }
+    args.push("counted".into());
+    let count = |script: &Path| counter.per_statement(&ctx.pgbench, &args, script);
+    let mut rows = Vec::new();
+    for kind in [Kind::New, Kind::Duplicate] {
+        let bare = count(written.script("bare", kind));
+        let claim = count(written.script("claim", kind));
+        eprintln!(
+            "  {:9}: bare insert {bare:8.0} | claim {claim:8.0} instructions per statement ({:.3}×)",
+            kind.name(),
+            claim / bare
+        );
+        let mut row = json!({
+            "kind": kind.name(),
+            "bare": bare,
+            "claim": claim,
+            "claim_over_bare": claim / bare,
+        });
+        if kind == Kind::Duplicate {
+            let read = count(&written.read_dup);
+            eprintln!(
+                "  {:9}: a plain read of the key with the payload bound {read:8.0} ({:.3}×)",
+                "",
+                read / bare
+            );
+            row["plain_read"] = json!(read);
+            row["plain_read_over_bare"] = json!(read / bare);
+        }
+        rows.push(row);
+    }
+    json!({
+        "connections": 1,
+        "plain_read": PLAIN_READ,
         "rows": rows,
     })
 }

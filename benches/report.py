@@ -136,6 +136,21 @@ def statements_tables(out, st):
     out.append("")
 
 
+def instructions_table(out, ins):
+    out.append("### Server instructions per statement (callgrind, one connection)")
+    out.append("")
+    out.append("What the backend executes per statement, the connection's start taken out: the "
+               "server's work, which does not move with the machine's load.")
+    out.append("")
+    out.append("| delivery | bare insert | claim | claim / bare | a plain read of the key with the payload bound | read / bare |")
+    out.append("|---|---:|---:|---:|---:|---:|")
+    for row in ins["rows"]:
+        read = row.get("plain_read")
+        out.append(f"| {row['kind']} | {fmt(row['bare'])} | {fmt(row['claim'])} | {fmt(row['claim_over_bare'], 3)} | "
+                   f"{fmt(read) if read else '–'} | {fmt(row['plain_read_over_bare'], 3) if read else '–'} |")
+    out.append("")
+
+
 def render(r):
     out = []
     m = r.get("machine", {})
@@ -191,6 +206,9 @@ def render(r):
     st = h.get("statements")
     if st:
         statements_tables(out, st)
+    ins = h.get("instructions")
+    if ins:
+        instructions_table(out, ins)
 
     crit = r.get("verify") or []
     if crit:

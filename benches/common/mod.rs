@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod callgrind;
 pub mod proxy;
 
 use std::path::PathBuf;

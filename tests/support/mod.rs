@@ -35,6 +35,9 @@ pub struct PgServer {
     /// TCP port on 127.0.0.1.
     pub port: u16,
     as_postgres: bool,
+    /// What `pg_ctl` starts instead of the `postgres` binary: a wrapper that runs it (under a
+    /// profiler, say), or `None` for the binary itself.
+    postgres: Option<PathBuf>,
 }
 
 impl PgServer {
@@ -45,6 +48,23 @@ impl PgServer {
 
     /// Starts a new private server with extra `-c name=value` settings.
     pub fn start_with(settings: &[&str]) -> PgServer {
+        Self::start_as(settings, None)
+    }
+
+    /// Starts a new private server whose `postgres` is `wrapper`, an executable that runs
+    /// [`PgServer::postgres_binary`] with the arguments it is given (under callgrind, for one).
+    pub fn start_wrapped(settings: &[&str], wrapper: &Path) -> PgServer {
+        Self::start_as(settings, Some(wrapper.to_path_buf()))
+    }
+
+    /// The server binary this harness runs.
+    pub fn postgres_binary() -> PathBuf {
+        find_bin_dir()
+            .unwrap_or_else(|| panic!("{INSTALL_HINT}"))
+            .join("postgres")
+    }
+
+    fn start_as(settings: &[&str], postgres: Option<PathBuf>) -> PgServer {
         let bin = find_bin_dir().unwrap_or_else(|| panic!("{INSTALL_HINT}"));
         let as_postgres = is_root();
         let data = std::env::temp_dir().join(format!(
@@ -64,6 +84,7 @@ impl PgServer {
             data,
             port: free_port(),
             as_postgres,
+            postgres,
         };
         let mut initdb = server.command("initdb");
         initdb
@@ -119,8 +140,12 @@ impl PgServer {
         c.arg("-D")
             .arg(self.pgdata())
             .arg("-l")
-            .arg(self.data.join("server.log"))
-            .args(["-w", "-t", "30", "start"]);
+            .arg(self.data.join("server.log"));
+        match &self.postgres {
+            // A wrapped server (a profiler) starts much more slowly.
+            Some(wrapper) => c.arg("-p").arg(wrapper).args(["-w", "-t", "300", "start"]),
+            None => c.args(["-w", "-t", "30", "start"]),
+        };
         run(&mut c, "pg_ctl start");
     }
 
@@ -182,7 +207,8 @@ pub fn run_or_explain(c: &mut Command, what: &str, hint: &str) {
     );
 }
 
-fn is_root() -> bool {
+/// Whether this process runs as root (the server then runs as the `postgres` user).
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
