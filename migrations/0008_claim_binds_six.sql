@@ -23,10 +23,10 @@ CREATE TYPE hookclaim_new_row AS (
     long_key     boolean
 );
 
--- Claims a key that the statement did not answer from a finished row with the same payload:
+-- Claims a key that the statement did not answer from a finished row of another owner:
 -- 1. It inserts first. If it inserted, this caller is the only winner: claimed at attempt 1.
--- 2. Otherwise (a lease, a retry, a takeover, this owner's own earlier try, a finished row with
---    another payload, or a row committed since the statement's read) it calls hookclaim_claim,
+-- 2. Otherwise (a lease, a retry, a takeover, this owner's own earlier try, or a row committed
+--    since the statement's read) it calls hookclaim_claim,
 --    which reads the row afresh and, unless it is finished, runs the general claim statement:
 --    the unique key decides, and the attempt cap is enforced there.
 --

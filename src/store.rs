@@ -124,11 +124,12 @@ macro_rules! takeover_condition {
 ///
 /// The statement's answer is the finished row's status if the read settles it, else the claim
 /// function's:
-/// - The scalar subquery reads the key. A duplicate of a done or dead row with the same payload,
-///   claimed by someone else, is answered from that one index lookup, in plain SQL: no row lock,
-///   no transaction id, no WAL, no function call.
+/// - The scalar subquery reads the key. A duplicate of a done or dead row claimed by someone
+///   else is answered from that one index lookup, in plain SQL, whatever its payload (some
+///   senders count their attempts in the body): no row lock, no transaction id, no WAL, no
+///   function call.
 /// - `coalesce` evaluates its second argument only when the first is NULL, so any other key (none
-///   yet, a lease, a retry, this owner's own earlier try, another payload) goes to
+///   yet, a lease, a retry, this owner's own earlier try) goes to
 ///   `hookclaim_claim_key` (`migrations/0008_claim_binds_six.sql`, where its SQL and the reasons
 ///   for each path are). That function inserts a new key and claims it at attempt 1, or hands
 ///   the key to `hookclaim_claim` (`migrations/0005_claim_function.sql`), whose general
@@ -142,9 +143,11 @@ macro_rules! takeover_condition {
 /// payload, and, in `$6`, everything else a new row needs as one text that only the function
 /// parses ([`new_row_literal`]). The answer is one text column ([`Claim::parse`]).
 const CLAIM: &str = "SELECT coalesce(
-         (SELECT f.status FROM hookclaim_deliveries AS f
+         (SELECT CASE WHEN f.payload_sha256 = $4 THEN f.status
+                      ELSE f.status || ' payload_differs' END
+            FROM hookclaim_deliveries AS f
            WHERE f.source = $1 AND f.delivery_id = $2 AND f.status IN ('done', 'dead')
-             AND f.payload_sha256 = $4 AND f.lease_owner <> $5),
+             AND f.lease_owner <> $5),
          hookclaim_claim_key($1, $2, $3, $4, $5, $6))";
 
 /// [`CLAIM`]'s parameter types, in the order [`claim`] binds them.
