@@ -384,13 +384,19 @@ impl Kind {
         }
     }
 
-    fn id(self) -> u64 {
+    /// The event of one delivery of this kind. A duplicate carries the body every redelivered
+    /// row was stored with, as pgbench's duplicates do (pgbench sends one payload for every
+    /// id), so that both sides' duplicates match their stored payload.
+    fn event(self) -> String {
         match self {
-            Kind::New => common::new_id(),
-            Kind::Duplicate => common::dup_id(),
+            Kind::New => common::github_event(common::new_id()),
+            Kind::Duplicate => common::github_event_with_body(common::dup_id(), DUP_BODY),
         }
     }
 }
+
+/// The order id in the body of every redelivered row (the body pgbench's scripts send).
+const DUP_BODY: u64 = 1;
 
 /// One measured run of either side.
 struct Run {
@@ -426,7 +432,8 @@ fn client_side_costs() -> Value {
 /// The throughput database: the redelivered set and the licence table in place.
 async fn throughput_database(ctx: &Ctx) -> String {
     let url = create_db(ctx, "tp").await;
-    // The redelivered set: DUP_COUNT deliveries through the handler itself (also a warm-up).
+    // The redelivered set: DUP_COUNT deliveries through the handler itself (also a warm-up),
+    // all with the body pgbench's scripts send.
     {
         let envs = environments(&url, 4, StoreOnly, Connection::Direct).await;
         let mut tasks = Vec::new();
@@ -434,7 +441,8 @@ async fn throughput_database(ctx: &Ctx) -> String {
             tasks.push(tokio::spawn(async move {
                 let mut id = common::DUP_BASE + 1 + i as u64;
                 while id <= common::DUP_BASE + common::DUP_COUNT {
-                    let resp = deliver(&wh, &common::github_event(id)).await;
+                    let event = common::github_event_with_body(id, DUP_BODY);
+                    let resp = deliver(&wh, &event).await;
                     assert!(answered(&resp, "processed"), "{resp:?}");
                     id += 4;
                 }
@@ -646,7 +654,7 @@ async fn handler_run<P: Processor + Copy>(
                                     if let Some(pace) = pace.as_mut() {
                                         pace.tick().await;
                                     }
-                                    let event = common::github_event(kind.id());
+                                    let event = kind.event();
                                     let t = Instant::now();
                                     let resp = deliver(&wh, &event).await;
                                     latencies.push(t.elapsed().as_nanos() as u64);
@@ -837,7 +845,7 @@ enum Length {
 /// The values of the pgbench scripts' variables: the same delivery the handler claims (GitHub,
 /// a 1 KB body), a random owner token.
 fn pgbench_defines() -> Vec<(&'static str, String)> {
-    let sample = common::body(1);
+    let sample = common::body(DUP_BODY);
     vec![
         ("source", "github".to_string()),
         ("owner", format!("{:032x}", fastrand::u128(..))),
@@ -991,7 +999,7 @@ async fn seed_statement_db(db: &tokio_postgres::Client) {
     ))
     .await
     .expect("bare table");
-    let payload = common::body(1).into_bytes();
+    let payload = common::body(DUP_BODY).into_bytes();
     let sha = Sha256::digest(&payload).to_vec();
     let headers = common::kept_headers_json(1);
     let (base, count) = (common::DUP_BASE as i64, common::DUP_COUNT as i64);

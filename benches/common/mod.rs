@@ -57,7 +57,12 @@ pub fn signature(body: &[u8]) -> String {
 /// The API Gateway HTTP API (payload format 2.0) event for GitHub delivery `id` whose body names
 /// order `id`, as the Lambda runtime hands it to the function: the bytes `lambda_http` parses.
 pub fn github_event(id: u64) -> String {
-    let body = body(id);
+    github_event_with_body(id, id)
+}
+
+/// [`github_event`] for delivery `id` with the body of order `order_id`.
+pub fn github_event_with_body(id: u64, order_id: u64) -> String {
+    let body = body(order_id);
     let sig = signature(body.as_bytes());
     let len = body.len();
     let body = serde_json::to_string(&body).expect("a string serialises");
