@@ -1,7 +1,8 @@
 # Shared by scripts/test and scripts/run: installs missing tools and prints steps.
 # shellcheck shell=bash
 
-step() { printf '\n==> %s\n' "$*"; }
+# A section heading, with the seconds since the script started so slow steps show in CI logs.
+step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
