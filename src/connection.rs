@@ -9,7 +9,6 @@
 //! keep a named statement on the server connection a client happens to get, so a pooled
 //! connection prepares nothing and every statement stays unnamed.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
@@ -25,8 +24,11 @@ pub struct Conn {
     client: Client,
     /// Whether this connection may prepare statements (not through a transaction pooler).
     prepares: bool,
-    /// Prepared statements by SQL text. Only `'static` texts are kept, so the set stays bounded.
-    prepared: HashMap<&'static str, Statement>,
+    /// Prepared statements with their SQL text. Only `'static` texts are kept, so the set stays
+    /// bounded: a handful (the ledger's hot statements), found by a scan of a few address and
+    /// length comparisons where a hash map would hash a text of several hundred bytes at every
+    /// statement.
+    prepared: Vec<(&'static str, Statement)>,
 }
 
 impl Conn {
@@ -35,7 +37,7 @@ impl Conn {
         Conn {
             client,
             prepares,
-            prepared: HashMap::new(),
+            prepared: Vec::new(),
         }
     }
 
@@ -48,7 +50,7 @@ impl Conn {
         }
         let missing: Vec<&(&'static str, &[Type])> = statements
             .iter()
-            .filter(|(sql, _)| !self.prepared.contains_key(sql))
+            .filter(|(sql, _)| self.find(sql).is_none())
             .collect();
         if missing.is_empty() {
             return Ok(());
@@ -64,9 +66,18 @@ impl Conn {
             .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
         for ((sql, _), statement) in missing.into_iter().zip(prepared) {
-            self.prepared.insert(sql, statement);
+            self.prepared.push((sql, statement));
         }
         Ok(())
+    }
+
+    /// The prepared form of `sql`. The text is nearly always the very constant it was prepared
+    /// from, so its address settles it; otherwise the bytes do.
+    fn find(&self, sql: &str) -> Option<&Statement> {
+        self.prepared
+            .iter()
+            .find(|(text, _)| std::ptr::eq(*text, sql) || *text == sql)
+            .map(|(_, statement)| statement)
     }
 
     /// Forgets every prepared statement, so they are prepared again at next use: after an error,
@@ -116,7 +127,7 @@ impl Runner for Conn {
     }
 
     fn prepared(&self, sql: &str) -> Option<&Statement> {
-        self.prepared.get(sql)
+        self.find(sql)
     }
 }
 
