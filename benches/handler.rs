@@ -264,7 +264,7 @@ async fn counts(ctx: &Ctx) -> (Value, Sql) {
             .unwrap_or_else(|| panic!("the handler sent no {what} statement"))
     };
     let sql = Sql {
-        claim: find("claim", &|t| t.contains("hookclaim_claim_key(")),
+        claim: find("claim", &|t| t.contains("hookclaim_claim_unanswered(")),
         finish_done: find("finish", &|t| {
             t.starts_with("WITH finished AS") && t.contains("status = 'done'")
         }),
@@ -775,14 +775,10 @@ impl Scripts {
     fn write(sql: &Sql) -> Scripts {
         let dir = common::out_dir().join("pgbench");
         std::fs::create_dir_all(&dir).expect("pgbench script dir");
-        // CLAIM's parameters: source, delivery id, payload, payload hash, owner, and the rest of
-        // a new row as one `hookclaim_new_row` literal (store-only or in-transaction).
-        let claim = |new_row: &str| {
-            with_vars(
-                &sql.claim,
-                &["source", "id", "payload", "sha", "owner", new_row],
-            )
-        };
+        // The first try's claim parameters: source, delivery id, payload, and the rest (owner,
+        // hash and a new row's values) as one `hookclaim_new_claim` literal (store-only or
+        // in-transaction).
+        let claim = |new_row: &str| with_vars(&sql.claim, &["source", "id", "payload", new_row]);
         let issue = with_vars(&sql.issue_licence, &["id", "key", "source", "id"]);
         let finish = with_vars(&sql.finish_done, &["source", "id", "attempt", "owner"]);
         let new_id = "\\set id random(1, 9223372036854775806)\n";
@@ -975,11 +971,12 @@ const SEED_BARE: &str = "INSERT INTO bench_bare (source, delivery_id, payload)
     SELECT 'github', ($1::int8 + g)::text, $2 FROM generate_series(1, $3::int8) AS g";
 
 /// The same set in `hookclaim_deliveries`, as the store-only claim leaves it: `done`, with the
-/// payload, its hash and the kept headers.
+/// payload, its hash (and so its answer) and the kept headers.
 const SEED_CLAIM: &str = "INSERT INTO hookclaim_deliveries (source, delivery_id, id_origin,
-        status, attempt, lease_owner, event_type, payload, payload_sha256, headers, completed_at)
+        status, attempt, lease_owner, event_type, payload, payload_sha256, headers, completed_at,
+        answer)
     SELECT 'github', ($1::int8 + g)::text, 'header', 'done', 1, 'seed', 'push', $2, $4,
-           $5::jsonb, now()
+           $5::jsonb, now(), $4
       FROM generate_series(1, $3::int8) AS g";
 
 /// What the WAL and buffer counts are taken over: one client running the statement this many
@@ -1269,7 +1266,7 @@ async fn statement_costs(
     let pattern = if side == "bare" {
         "%INSERT INTO bench_bare %"
     } else {
-        "%hookclaim_claim_key(%"
+        "%hookclaim_claim_unanswered(%"
     };
     let row = db
         .query_one(
@@ -1412,10 +1409,12 @@ async fn fill_old(admin: &tokio_postgres::Client, rows: i64) -> f64 {
             .execute_typed(
                 "INSERT INTO hookclaim_deliveries
                    (source, delivery_id, id_origin, status, attempt, lease_owner, event_type,
-                    payload, payload_sha256, headers, received_at, updated_at, completed_at)
+                    payload, payload_sha256, headers, received_at, updated_at, completed_at,
+                    answer)
                  SELECT 'github', 'old-' || g, 'header', 'done', 1, md5(g::text), 'push',
                         $1, $2, $3::text::jsonb, now() - interval '41 days',
-                        now() - interval '40 days', now() - interval '40 days' - g * interval '1 ms'
+                        now() - interval '40 days', now() - interval '40 days' - g * interval '1 ms',
+                        $2
                    FROM generate_series($4::int8, $5::int8) AS g",
                 &[
                     (&body.as_bytes(), Type::BYTEA),

@@ -66,6 +66,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "one_index_per_job",
         sql: include_str!("../migrations/0009_one_index_per_job.sql"),
     },
+    Migration {
+        version: 10,
+        name: "stored_answer",
+        sql: include_str!("../migrations/0010_stored_answer.sql"),
+    },
 ];
 
 /// The version a fully migrated database is at.

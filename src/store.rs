@@ -6,6 +6,7 @@
 //! and for everything else, they run as unnamed statements (see [`crate::connection`]).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use tokio_postgres::types::{Json, ToSql, Type};
@@ -122,49 +123,72 @@ macro_rules! takeover_condition {
 
 /// Insert, take over, or only read, in one statement and one round trip.
 ///
-/// The statement's answer is the finished row's status if the read settles it, else the claim
+/// The statement's answer is the row's stored `answer` if the read finds one, else the claim
 /// function's:
 /// - The scalar subquery reads the key. A duplicate of a done or dead row claimed by someone
 ///   else is answered from that one index lookup, in plain SQL, whatever its payload (some
-///   senders count their attempts in the body): no row lock, no transaction id, no WAL, no
-///   function call.
+///   senders count their attempts in the body): the row's stored answer, its payload hash (and a
+///   marker if dead), which the client compares with its own ([`Claim::parse`]). No row lock, no
+///   transaction id, no WAL, no function call. The answer counts only on a row with
+///   `completed_at`, which every finishing statement of every release sets and every reopening
+///   one clears (`migrations/0010_stored_answer.sql`).
 /// - `coalesce` evaluates its second argument only when the first is NULL, so any other key (none
-///   yet, a lease, a retry, this owner's own earlier try) goes to
-///   `hookclaim_claim_key` (`migrations/0008_claim_binds_six.sql`, where its SQL and the reasons
-///   for each path are). That function inserts a new key and claims it at attempt 1, or hands
-///   the key to `hookclaim_claim` (`migrations/0005_claim_function.sql`), whose general
-///   statement lets the unique key decide: a row is taken over by `ON CONFLICT DO UPDATE` only
-///   if the takeover condition (the same as [`RECLAIM_NEXT`]'s) still holds on its latest
-///   version, so of several claimants racing for a new key or an expired lease exactly one
-///   wins, and an expired lease at the attempt cap is made dead instead.
+///   yet, a lease, a retry, a row finished without a stored answer, this owner's own earlier
+///   try) goes to `hookclaim_claim_unanswered` (migration 10, where its SQL and the reasons for
+///   each path are). That function inserts a new key and claims it at attempt 1, or hands the
+///   key to `hookclaim_claim` (`migrations/0005_claim_function.sql`, as amended by migration
+///   10), whose general statement lets the unique key decide: a row is taken over by
+///   `ON CONFLICT DO UPDATE` only if the takeover condition (the same as [`RECLAIM_NEXT`]'s)
+///   still holds on its latest version, so of several claimants racing for a new key or an
+///   expired lease exactly one wins, and an expired lease at the attempt cap is made dead
+///   instead.
 ///
 /// PostgreSQL's work per execution grows with each parameter it binds and each expression it sets
-/// up, used or not, so the statement binds only what the read needs (`$1`, `$2`, `$4`, `$5`), the
-/// payload, and, in `$6`, everything else a new row needs as one text that only the function
-/// parses ([`new_row_literal`]). The answer is one text column ([`Claim::parse`]).
+/// up, used or not, so the statement binds only what the read needs (`$1`, `$2`, `$4`), the
+/// payload, and, in `$5`, everything else as one text that only the function parses
+/// ([`new_row_literal`]).
+///
+/// `lease_owner <> $4` is what recognises this owner's own earlier try: a store-only claim
+/// retried after its answer was lost finds its row done under its own owner and must be told
+/// `Claimed` again. An owner that has claimed nothing yet cannot have an earlier try, so its
+/// first try runs [`CLAIM_FIRST`] instead, which binds one parameter and checks one condition
+/// less.
 const CLAIM: &str = "SELECT coalesce(
-         (SELECT CASE WHEN f.payload_sha256 = $4 THEN f.status
-                      ELSE f.status || ' payload_differs' END
-            FROM hookclaim_deliveries AS f
-           WHERE f.source = $1 AND f.delivery_id = $2 AND f.status IN ('done', 'dead')
-             AND f.lease_owner <> $5),
-         hookclaim_claim_key($1, $2, $3, $4, $5, $6))";
+         (SELECT f.answer FROM hookclaim_deliveries AS f
+           WHERE f.source = $1 AND f.delivery_id = $2 AND f.completed_at IS NOT NULL
+             AND f.lease_owner <> $4),
+         hookclaim_claim_unanswered($1, $2, $3, $5))";
 
-/// [`CLAIM`]'s parameter types, in the order [`claim`] binds them.
-const CLAIM_TYPES: [Type; 6] = [
+/// [`CLAIM`]'s parameter types, in the order it binds them.
+const CLAIM_TYPES: [Type; 5] = [
     Type::TEXT,  // source
     Type::TEXT,  // delivery id
     Type::BYTEA, // payload
-    Type::BYTEA, // payload hash
     Type::TEXT,  // owner
-    Type::TEXT,  // the rest of a new row: a `hookclaim_new_row` literal
+    Type::TEXT,  // the rest: a `hookclaim_new_claim` literal
 ];
 
-/// The values only a new row needs, as a literal of the composite type `hookclaim_new_row`
-/// (migration 8): `(id_origin,finish_now,lease_secs,event_type,headers,max_attempts,long_key)`.
+/// [`CLAIM`] for an owner's first try, when the owner token is new: no row can be its own.
+const CLAIM_FIRST: &str = "SELECT coalesce(
+         (SELECT f.answer FROM hookclaim_deliveries AS f
+           WHERE f.source = $1 AND f.delivery_id = $2 AND f.completed_at IS NOT NULL),
+         hookclaim_claim_unanswered($1, $2, $3, $4))";
+
+/// [`CLAIM_FIRST`]'s parameter types, in the order it binds them.
+const CLAIM_FIRST_TYPES: [Type; 4] = [
+    Type::TEXT,  // source
+    Type::TEXT,  // delivery id
+    Type::BYTEA, // payload
+    Type::TEXT,  // the rest: a `hookclaim_new_claim` literal
+];
+
+/// Everything the claim function needs besides the key and the payload, as a literal of the
+/// composite type `hookclaim_new_claim` (migration 10):
+/// `(owner,payload_sha256,id_origin,finish_now,lease_secs,event_type,headers,max_attempts,long_key)`.
 ///
 /// Every text field is quoted, with `"` and `\` escaped, so any value reads back exactly; an
-/// absent event type is an empty field, which PostgreSQL reads as NULL.
+/// absent event type is an empty field, which PostgreSQL reads as NULL; the hash is in bytea's
+/// hex form.
 pub fn new_row_literal(
     delivery: &NewDelivery<'_>,
     claimant: Claimant<'_>,
@@ -183,8 +207,15 @@ pub fn new_row_literal(
     let flag = |b: bool| if b { 't' } else { 'f' };
     // A map of strings always serialises.
     let headers = serde_json::to_string(delivery.headers).unwrap_or_default();
-    let mut out = String::with_capacity(headers.len() + 64);
+    let mut out = String::with_capacity(headers.len() + claimant.owner.len() + 140);
     out.push('(');
+    quoted(&mut out, claimant.owner);
+    out.push_str(",\"\\\\x");
+    for byte in delivery.payload_sha256 {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{byte:02x}");
+    }
+    out.push_str("\",");
     quoted(&mut out, delivery.id_origin.as_str());
     out.push(',');
     out.push(flag(finish_now));
@@ -204,11 +235,33 @@ pub fn new_row_literal(
     out
 }
 
+/// The length of a SHA-256, the stored answer of a done row; a dead row's has one more byte.
+const HASH_LEN: usize = 32;
+
 impl Claim {
-    /// Reads the claim statement's answer: a finished row's status, or the claim function's
-    /// word with its argument (`migrations/0008_claim_binds_six.sql` lists them). `None` for
-    /// anything else, which the caller treats as busy rather than trusted.
-    pub(crate) fn parse(answer: &str) -> Option<Claim> {
+    /// Reads the claim statement's answer, given this request's payload hash:
+    /// - a finished row's stored answer: its payload hash ([`Claim::Done`]) or the hash and a
+    ///   zero byte ([`Claim::Dead`]), compared with `payload_sha256`;
+    /// - else the claim function's ASCII word with its argument (migration 10 lists them), all
+    ///   shorter than a hash.
+    ///
+    /// `None` for anything else, which the caller treats as busy rather than trusted.
+    pub(crate) fn parse(answer: &[u8], payload_sha256: &[u8]) -> Option<Claim> {
+        match answer.len() {
+            HASH_LEN => {
+                return Some(Claim::Done {
+                    same_payload: answer == payload_sha256,
+                })
+            }
+            n if n == HASH_LEN + 1 && answer[HASH_LEN] == 0 => {
+                return Some(Claim::Dead {
+                    same_payload: &answer[..HASH_LEN] == payload_sha256,
+                })
+            }
+            n if n >= HASH_LEN => return None,
+            _ => {}
+        }
+        let answer = std::str::from_utf8(answer).ok()?;
         let (word, argument) = match answer.split_once(' ') {
             Some((word, argument)) => (word, Some(argument)),
             None => (answer, None),
@@ -216,14 +269,6 @@ impl Claim {
         Some(match (word, argument) {
             ("claimed", Some(n)) => Claim::Claimed {
                 attempt: n.parse().ok()?,
-            },
-            ("done", None) => Claim::Done { same_payload: true },
-            ("done", Some("payload_differs")) => Claim::Done {
-                same_payload: false,
-            },
-            ("dead", None) => Claim::Dead { same_payload: true },
-            ("dead", Some("payload_differs")) => Claim::Dead {
-                same_payload: false,
             },
             ("in_progress", None) => Claim::InProgress,
             ("gave_up", None) => Claim::GaveUp,
@@ -239,34 +284,61 @@ impl Claim {
     }
 }
 
+/// Whether the claimant's owner token may already have claimed this delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// A token made for this claim that has claimed nothing yet (the webhook makes a random one
+    /// per request): no row can be its own earlier try.
+    New,
+    /// A token that may have claimed before: a retry of a claim whose answer was lost, or a
+    /// caller reusing a token. Its own earlier claim is recognised and answered `Claimed`.
+    MayHaveClaimed,
+}
+
 /// Claims `delivery` for `claimant` in one statement; see [`Claim`] for the answers.
 ///
 /// Idempotent for the same owner: if the first try committed but its answer was lost, a retry
-/// finds the row held by the same owner and answers `Claimed` again with the same attempt.
+/// with [`Owner::MayHaveClaimed`] finds the row held by the same owner and answers `Claimed`
+/// again with the same attempt.
 pub async fn claim(
     on: &impl Runner,
     delivery: &NewDelivery<'_>,
     claimant: Claimant<'_>,
     finish_now: bool,
+    owner: Owner,
 ) -> Result<Claim, Error> {
-    let new_row = new_row_literal(delivery, claimant, finish_now);
-    let values: [&(dyn ToSql + Sync); 6] = [
-        &delivery.source,
-        &delivery.delivery_id,
-        &delivery.payload,
-        &delivery.payload_sha256,
-        &claimant.owner,
-        &new_row,
-    ];
-    let params: [(&(dyn ToSql + Sync), Type); 6] =
-        std::array::from_fn(|i| (values[i], CLAIM_TYPES[i].clone()));
-    let rows = connection::query(on, CLAIM, &params).await?;
+    let rest = new_row_literal(delivery, claimant, finish_now);
+    let rows = match owner {
+        Owner::New => {
+            let values: [&(dyn ToSql + Sync); 4] = [
+                &delivery.source,
+                &delivery.delivery_id,
+                &delivery.payload,
+                &rest,
+            ];
+            let params: [(&(dyn ToSql + Sync), Type); 4] =
+                std::array::from_fn(|i| (values[i], CLAIM_FIRST_TYPES[i].clone()));
+            connection::query(on, CLAIM_FIRST, &params).await?
+        }
+        Owner::MayHaveClaimed => {
+            let values: [&(dyn ToSql + Sync); 5] = [
+                &delivery.source,
+                &delivery.delivery_id,
+                &delivery.payload,
+                &claimant.owner,
+                &rest,
+            ];
+            let params: [(&(dyn ToSql + Sync), Type); 5] =
+                std::array::from_fn(|i| (values[i], CLAIM_TYPES[i].clone()));
+            connection::query(on, CLAIM, &params).await?
+        }
+    };
     let answer = rows
         .first()
-        .and_then(|row| row.get::<_, Option<&str>>(0))
-        .and_then(Claim::parse)
+        .and_then(|row| row.get::<_, Option<&[u8]>>(0))
+        .and_then(|answer| Claim::parse(answer, delivery.payload_sha256))
         .unwrap_or(Claim::InProgress);
-    if answer != Claim::InProgress {
+    if answer != Claim::InProgress || owner == Owner::New {
         return Ok(answer);
     }
     // "In progress" may be this claimant's own earlier try: a claim retried because its answer
@@ -339,7 +411,7 @@ macro_rules! finish_done {
         concat!(
             "UPDATE hookclaim_deliveries
     SET status = 'done', lease_until = NULL, next_attempt_at = NULL, last_error = NULL,
-        completed_at = now(), updated_at = now()
+        completed_at = now(), answer = payload_sha256, updated_at = now()
   WHERE ",
             fence!()
         )
@@ -364,6 +436,7 @@ const ATTEMPT_TYPES: [Type; 4] = [Type::TEXT, Type::TEXT, Type::INT4, Type::TEXT
 /// The statements a delivery runs, with their parameter types in the order they are bound:
 /// prepared once per direct connection.
 pub const HOT: &[Hot] = &[
+    (CLAIM_FIRST, &CLAIM_FIRST_TYPES),
     (CLAIM, &CLAIM_TYPES),
     (FINISH_DONE, &ATTEMPT_TYPES),
     (FINISH_DONE_OR_FAIL, &ATTEMPT_TYPES),
@@ -392,7 +465,7 @@ pub(crate) fn is_fenced(e: &Error) -> bool {
 const FINISH_FAILED: &str = concat!(
     "UPDATE hookclaim_deliveries
     SET status = 'failed', lease_until = NULL, last_error = $5,
-        next_attempt_at = now() + make_interval(secs => $6), updated_at = now()
+        next_attempt_at = now() + make_interval(secs => $6), answer = NULL, updated_at = now()
   WHERE ",
     fence!()
 );
@@ -400,7 +473,7 @@ const FINISH_FAILED: &str = concat!(
 const FINISH_DEAD: &str = concat!(
     "UPDATE hookclaim_deliveries
     SET status = 'dead', lease_until = NULL, next_attempt_at = NULL, last_error = $5,
-        completed_at = now(), updated_at = now()
+        completed_at = now(), answer = payload_sha256 || E'\\\\x00'::bytea, updated_at = now()
   WHERE ",
     fence!()
 );
@@ -499,7 +572,7 @@ impl StoredDelivery {
 const TAKE_ONE: &str = "UPDATE hookclaim_deliveries AS d
     SET status = 'processing', attempt = d.attempt + 1, lease_owner = $3,
         lease_until = now() + make_interval(secs => $4), next_attempt_at = NULL,
-        completed_at = NULL, updated_at = now()
+        completed_at = NULL, answer = NULL, updated_at = now()
   WHERE d.source = $1 AND d.delivery_id = $2
     AND d.payload IS NOT NULL
     AND (d.status IN ('failed', 'dead')
@@ -590,6 +663,9 @@ const RECLAIM_NEXT: &str = concat!(
         completed_at = CASE WHEN ",
     at_cap!("d", "$3"),
     " THEN now() ELSE d.completed_at END,
+        answer = CASE WHEN ",
+    at_cap!("d", "$3"),
+    " THEN d.payload_sha256 || E'\\\\x00'::bytea END,
         updated_at = now()
   WHERE (d.source, d.delivery_id) = (
         SELECT source, delivery_id FROM hookclaim_deliveries AS c
@@ -1260,15 +1336,25 @@ pub async fn count_replayable(
 /// and run again once on a new connection after a connection-level failure (safe: the claim is
 /// idempotent per owner, finishing is fenced, and the rest are reads or batch-sized deletes).
 impl Session<'_> {
-    /// [`claim`].
+    /// [`claim`]. A second try, after a connection-level failure, claims as
+    /// [`Owner::MayHaveClaimed`] whatever `owner` says: the first may have committed.
     pub async fn claim(
         &mut self,
         delivery: &NewDelivery<'_>,
         claimant: Claimant<'_>,
         finish_now: bool,
+        owner: Owner,
     ) -> Result<Claim, DbError> {
-        self.run(|c, _| Box::pin(claim(c, delivery, claimant, finish_now)))
-            .await
+        let tried = std::sync::atomic::AtomicBool::new(false);
+        self.run(|c, _| {
+            let this_try = if tried.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                Owner::MayHaveClaimed
+            } else {
+                owner
+            };
+            Box::pin(claim(c, delivery, claimant, finish_now, this_try))
+        })
+        .await
     }
 
     /// [`finish_failed`].
@@ -1424,23 +1510,34 @@ mod tests {
     #[test]
     fn every_answer_of_the_claim_statement_reads_as_its_claim() {
         let at = |secs: f64| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(secs);
-        let cases = [
-            ("claimed 1", Some(Claim::Claimed { attempt: 1 })),
-            ("claimed 12", Some(Claim::Claimed { attempt: 12 })),
-            ("done", Some(Claim::Done { same_payload: true })),
+        let ours = [7u8; 32];
+        let theirs = [8u8; 32];
+        let dead = |hash: &[u8; 32]| [&hash[..], &[0]].concat();
+        let binary = [
+            (ours.to_vec(), Some(Claim::Done { same_payload: true })),
             (
-                "done payload_differs",
+                theirs.to_vec(),
                 Some(Claim::Done {
                     same_payload: false,
                 }),
             ),
-            ("dead", Some(Claim::Dead { same_payload: true })),
+            (dead(&ours), Some(Claim::Dead { same_payload: true })),
             (
-                "dead payload_differs",
+                dead(&theirs),
                 Some(Claim::Dead {
                     same_payload: false,
                 }),
             ),
+            // A hash with another marker, or a longer answer, is not trusted.
+            ([&ours[..], &[1]].concat(), None),
+            ([&ours[..], &[0, 0]].concat(), None),
+        ];
+        for (answer, want) in binary {
+            assert_eq!(Claim::parse(&answer, &ours), want, "{answer:?}");
+        }
+        let words = [
+            ("claimed 1", Some(Claim::Claimed { attempt: 1 })),
+            ("claimed 12", Some(Claim::Claimed { attempt: 12 })),
             ("in_progress", Some(Claim::InProgress)),
             ("gave_up", Some(Claim::GaveUp)),
             (
@@ -1452,10 +1549,12 @@ mod tests {
             ("retry_at 1764612345", Some(Claim::RetryLater {
                 next_attempt_at: at(1764612345.0),
             })),
-            // Anything else is not trusted.
+            // Anything else is not trusted: a finished row is only ever answered by its hash.
             ("claimed", None),
             ("claimed x", None),
-            ("done other", None),
+            ("done", None),
+            ("dead", None),
+            ("done payload_differs", None),
             ("processing", None),
             ("failed", None),
             ("retry_at", None),
@@ -1463,9 +1562,10 @@ mod tests {
             ("retry_at -5", None),
             ("", None),
         ];
-        for (answer, want) in cases {
-            assert_eq!(Claim::parse(answer), want, "{answer:?}");
+        for (answer, want) in words {
+            assert_eq!(Claim::parse(answer.as_bytes(), &ours), want, "{answer:?}");
         }
+        assert_eq!(Claim::parse(&[0xff, 0xfe], &ours), None, "not UTF-8");
     }
 
     fn delivery<'a>(
@@ -1490,12 +1590,19 @@ mod tests {
         max_attempts: 8,
     };
 
+    /// The test delivery's hash in hex: 32 zero bytes.
+    macro_rules! zeros {
+        () => {
+            "0000000000000000000000000000000000000000000000000000000000000000"
+        };
+    }
+
     #[test]
     fn a_new_row_literal_lists_the_fields_in_the_order_of_the_type() {
         let headers = BTreeMap::from([("x-github-event".to_string(), "push".to_string())]);
         assert_eq!(
             new_row_literal(&delivery(Some("push"), &headers), CLAIMANT, false),
-            r#"("header",f,90.5,"push","{\"x-github-event\":\"push\"}",8,t)"#
+            concat!(r#"("o","\\x"#, zeros!(), r#"","header",f,90.5,"push","{\"x-github-event\":\"push\"}",8,t)"#)
         );
     }
 
@@ -1504,11 +1611,11 @@ mod tests {
         let headers = BTreeMap::new();
         assert_eq!(
             new_row_literal(&delivery(None, &headers), CLAIMANT, true),
-            r#"("header",t,90.5,,"{}",8,t)"#
+            concat!(r#"("o","\\x"#, zeros!(), r#"","header",t,90.5,,"{}",8,t)"#)
         );
         assert_eq!(
             new_row_literal(&delivery(Some(""), &headers), CLAIMANT, true),
-            r#"("header",t,90.5,"","{}",8,t)"#
+            concat!(r#"("o","\\x"#, zeros!(), r#"","header",t,90.5,"","{}",8,t)"#)
         );
     }
 
@@ -1517,7 +1624,7 @@ mod tests {
         let headers = BTreeMap::new();
         assert_eq!(
             new_row_literal(&delivery(Some(r#"a"b\c,(d)"#), &headers), CLAIMANT, true),
-            r#"("header",t,90.5,"a\"b\\c,(d)","{}",8,t)"#
+            concat!(r#"("o","\\x"#, zeros!(), r#"","header",t,90.5,"a\"b\\c,(d)","{}",8,t)"#)
         );
     }
 }

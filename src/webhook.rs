@@ -296,7 +296,10 @@ impl<P: Processor> Webhook<P> {
         let mut session = self.db.session().await;
         self.ready.ensure(&mut session, &self.processor).await?;
         session.prepare_statements(store::HOT).await;
-        let claim = session.claim(&new, claimant, finish_now).await?;
+        // The owner token was made above for this request alone.
+        let claim = session
+            .claim(&new, claimant, finish_now, store::Owner::New)
+            .await?;
         let Claim::Claimed { attempt } = claim else {
             return Ok(answer_claim(claim, (self.clock)(), facts));
         };

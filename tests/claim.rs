@@ -6,7 +6,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
+use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery, Owner};
 use hookclaim::verify::IdOrigin;
 use sha2::{Digest, Sha256};
 use support::ledger::{assert_rows_well_formed, expire_lease, state, status};
@@ -54,10 +54,24 @@ fn claimant(owner: &str) -> Claimant<'_> {
     }
 }
 
+/// Claims as the webhook does: with an owner token that has claimed nothing yet.
 async fn claim(c: &Client, s: &Sample, owner: &str) -> Claim {
-    store::claim(c, &s.delivery(), claimant(owner), false)
+    store::claim(c, &s.delivery(), claimant(owner), false, Owner::New)
         .await
         .unwrap()
+}
+
+/// Claims again with an owner that may have claimed already, as a retry after a lost answer.
+async fn claim_again(c: &Client, s: &Sample, owner: &str) -> Claim {
+    store::claim(
+        c,
+        &s.delivery(),
+        claimant(owner),
+        false,
+        Owner::MayHaveClaimed,
+    )
+    .await
+    .unwrap()
 }
 
 fn attempt<'a>(s: &'a Sample, n: i32, owner: &'a str) -> Attempt<'a> {
@@ -104,7 +118,7 @@ async fn store_only_claim_records_the_delivery_as_done_in_the_same_statement() {
     let c = db.client().await;
     let s = Sample::new("evt_store", "{}");
 
-    let got = store::claim(&c, &s.delivery(), claimant("a"), true)
+    let got = store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
         .await
         .unwrap();
 
@@ -118,14 +132,20 @@ async fn a_store_only_claim_retried_by_its_owner_is_its_own_claim_not_a_duplicat
     let db = TestDb::migrated().await;
     let c = db.client().await;
     let s = Sample::new("evt_store_retry", "{}");
-    store::claim(&c, &s.delivery(), claimant("a"), true)
+    store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
         .await
         .unwrap();
 
     // As after a lost answer: the row is already done, and its owner asks again.
-    let again = store::claim(&c, &s.delivery(), claimant("a"), true)
-        .await
-        .unwrap();
+    let again = store::claim(
+        &c,
+        &s.delivery(),
+        claimant("a"),
+        true,
+        Owner::MayHaveClaimed,
+    )
+    .await
+    .unwrap();
 
     assert_eq!(again, Claim::Claimed { attempt: 1 });
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
@@ -156,8 +176,8 @@ async fn every_value_of_a_new_row_is_stored_exactly_as_sent() {
     without_type.event_type = None;
     without_type.id_origin = IdOrigin::BodySha256;
 
-    let first = store::claim(&c, &with_type, claimant("a"), false).await;
-    let second = store::claim(&c, &without_type, claimant("a"), true).await;
+    let first = store::claim(&c, &with_type, claimant("a"), false, Owner::New).await;
+    let second = store::claim(&c, &without_type, claimant("a"), true, Owner::New).await;
 
     assert_eq!(first.unwrap(), Claim::Claimed { attempt: 1 });
     assert_eq!(second.unwrap(), Claim::Claimed { attempt: 1 });
@@ -210,7 +230,7 @@ async fn duplicate_with_a_different_payload_is_still_a_duplicate_but_flagged() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
     let s = Sample::new("evt_mm", r#"{"a":1}"#);
-    store::claim(&c, &s.delivery(), claimant("a"), true)
+    store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
         .await
         .unwrap();
 
@@ -324,66 +344,237 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
             },
         ),
     ] {
-        let xmax_before = xmax(&c, &s.id).await;
-        admin
-            .batch_execute("SELECT pg_stat_statements_reset()")
-            .await
-            .unwrap();
-        // In a transaction, to ask afterwards whether the claim needed a transaction id, which
-        // any row lock or write would have taken.
-        c.batch_execute("BEGIN").await.unwrap();
-        let lsn_before: String = c
-            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-            .await
-            .unwrap()
-            .get(0);
-        let got = claim(&c, s, "b").await;
-        let after = c
-            .query_one(
-                "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::int8,
+        // The first try's statement (an owner token never used) and a retry's (which also checks
+        // the owner), both answered from the stored answer.
+        for owner in [Owner::New, Owner::MayHaveClaimed] {
+            let xmax_before = xmax(&c, &s.id).await;
+            admin
+                .batch_execute("SELECT pg_stat_statements_reset()")
+                .await
+                .unwrap();
+            // In a transaction, to ask afterwards whether the claim needed a transaction id, which
+            // any row lock or write would have taken.
+            c.batch_execute("BEGIN").await.unwrap();
+            let lsn_before: String = c
+                .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+                .await
+                .unwrap()
+                .get(0);
+            let got = store::claim(&c, &s.delivery(), claimant("b"), false, owner)
+                .await
+                .unwrap();
+            let after = c
+                .query_one(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::int8,
                         pg_current_xact_id_if_assigned()::text",
-                &[&lsn_before],
-            )
-            .await
-            .unwrap();
-        c.batch_execute("COMMIT").await.unwrap();
-        let stats = admin
-            .query_one(
-                "SELECT sum(calls)::int8, sum(wal_records)::int8, sum(wal_bytes)::int8,
+                    &[&lsn_before],
+                )
+                .await
+                .unwrap();
+            c.batch_execute("COMMIT").await.unwrap();
+            let stats = admin
+                .query_one(
+                    "SELECT sum(calls)::int8, sum(wal_records)::int8, sum(wal_bytes)::int8,
                         sum(shared_blks_dirtied)::int8
                    FROM pg_stat_statements
                   WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND toplevel AND query ILIKE '%hookclaim_claim_key(%'",
-                &[],
-            )
-            .await
-            .unwrap();
+                    AND toplevel AND query ILIKE '%hookclaim_claim_unanswered(%'",
+                    &[],
+                )
+                .await
+                .unwrap();
 
-        assert_eq!(got, want);
-        assert_eq!(after.get::<_, i64>(0), 0, "{}: WAL bytes written", s.id);
+            assert_eq!(got, want, "{owner:?}");
+            assert_eq!(after.get::<_, i64>(0), 0, "{}: WAL bytes written", s.id);
+            assert_eq!(
+                after.get::<_, Option<String>>(1),
+                None,
+                "{}: the claim took a transaction id",
+                s.id
+            );
+            assert_eq!(xmax(&c, &s.id).await, xmax_before, "{}: row locked", s.id);
+            let (calls, records, bytes, dirtied): (i64, i64, i64, i64) =
+                (stats.get(0), stats.get(1), stats.get(2), stats.get(3));
+            assert_eq!(calls, 1, "{}: one claim statement", s.id);
+            // pg_stat_statements tracks nested statements too: none ran, so the claim function
+            // behind the statement was never entered.
+            let nested = nested_statements(&admin).await;
+            assert_eq!(nested, 0, "{}: statements run inside the claim", s.id);
+            assert_eq!(
+                (records, bytes, dirtied),
+                (0, 0, 0),
+                "{}: the claim's WAL records, WAL bytes, buffers dirtied",
+                s.id
+            );
+        }
+    }
+    assert_eq!(status(&c, "stripe", &done.id).await, ("done".into(), 1));
+    assert_eq!(status(&c, "stripe", &dead.id).await, ("dead".into(), 1));
+}
+
+/// The row's stored answer, as hex.
+async fn stored_answer(c: &Client, id: &str) -> Option<String> {
+    c.query_one(
+        "SELECT encode(answer, 'hex') FROM hookclaim_deliveries WHERE delivery_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+#[tokio::test]
+async fn the_stored_answer_follows_every_statement_that_finishes_or_reopens_a_row() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_answer", r#"{"id":"evt_answer"}"#);
+    let hash = hex::encode(&s.hash);
+    let dead = format!("{hash}00");
+
+    claim(&c, &s, "a").await;
+    assert_eq!(stored_answer(&c, &s.id).await, None, "processing");
+    store::finish_failed(&c, &attempt(&s, 1, "a"), "later", Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(stored_answer(&c, &s.id).await, None, "failed");
+    assert_eq!(claim(&c, &s, "b").await, Claim::Claimed { attempt: 2 });
+    store::finish_dead(&c, &attempt(&s, 2, "b"), "bad")
+        .await
+        .unwrap();
+    assert_eq!(stored_answer(&c, &s.id).await.as_ref(), Some(&dead), "dead");
+    let replay = store::take_for_replay(&c, "stripe", &s.id, claimant("r"), false)
+        .await
+        .unwrap();
+    assert!(replay.is_some());
+    assert_eq!(stored_answer(&c, &s.id).await, None, "reopened by a replay");
+    assert_eq!(claim(&c, &s, "c").await, Claim::InProgress);
+    store::finish_done(&c, &attempt(&s, 3, "r")).await.unwrap();
+    assert_eq!(stored_answer(&c, &s.id).await.as_ref(), Some(&hash), "done");
+    store::take_for_replay(&c, "stripe", &s.id, claimant("f"), true)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored_answer(&c, &s.id).await,
+        None,
+        "reopened by a forced replay"
+    );
+
+    // The attempt cap, by the claim and by the reclaim: made dead, with its answer.
+    expire_lease(&c, &s.id).await;
+    let capped = Claimant {
+        max_attempts: 4,
+        ..claimant("g")
+    };
+    let got = store::claim(&c, &s.delivery(), capped, false, Owner::New).await;
+    assert_eq!(got.unwrap(), Claim::GaveUp);
+    assert_eq!(
+        stored_answer(&c, &s.id).await.as_ref(),
+        Some(&dead),
+        "given up by a claim"
+    );
+    let t = Sample::new("evt_answer_reclaimed", "{}");
+    claim(&c, &t, "a").await;
+    expire_lease(&c, &t.id).await;
+    let reclaimed = store::reclaim_next(
+        &c,
+        Claimant {
+            max_attempts: 1,
+            ..claimant("retention")
+        },
+    )
+    .await
+    .unwrap();
+    assert!(reclaimed.unwrap().gave_up);
+    assert_eq!(
+        stored_answer(&c, &t.id).await,
+        Some(format!("{}00", hex::encode(&t.hash))),
+        "given up by the reclaim"
+    );
+    assert_eq!(claim(&c, &t, "b").await, Claim::Dead { same_payload: true });
+
+    // A store-only claim stores the row done with its answer, as new or as a takeover.
+    let u = Sample::new("evt_answer_store", "{}");
+    store::claim(&c, &u.delivery(), claimant("a"), true, Owner::New)
+        .await
+        .unwrap();
+    assert_eq!(stored_answer(&c, &u.id).await, Some(hex::encode(&u.hash)));
+    let v = Sample::new("evt_answer_store_takeover", "{}");
+    claim(&c, &v, "a").await;
+    expire_lease(&c, &v.id).await;
+    let got = store::claim(&c, &v.delivery(), claimant("b"), true, Owner::New).await;
+    assert_eq!(got.unwrap(), Claim::Claimed { attempt: 2 });
+    assert_eq!(stored_answer(&c, &v.id).await, Some(hex::encode(&v.hash)));
+    assert_rows_well_formed(&c).await;
+}
+
+#[tokio::test]
+async fn a_row_finished_without_a_stored_answer_is_answered_from_its_status() {
+    // As an older release's finishing statements, or this schema before the answer existed,
+    // leave a row: finished, no answer. The claim function reads its status instead.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let done = Sample::new("evt_old_done", r#"{"n":1}"#);
+    let dead = Sample::new("evt_old_dead", r#"{"n":1}"#);
+    claim(&c, &done, "a").await;
+    store::finish_done(&c, &attempt(&done, 1, "a"))
+        .await
+        .unwrap();
+    claim(&c, &dead, "a").await;
+    store::finish_dead(&c, &attempt(&dead, 1, "a"), "bad")
+        .await
+        .unwrap();
+    c.batch_execute("UPDATE hookclaim_deliveries SET answer = NULL")
+        .await
+        .unwrap();
+
+    let differs = |id: &str| Sample::new(id, r#"{"n":2}"#);
+    for owner in [Owner::New, Owner::MayHaveClaimed] {
+        let ask = async |s: &Sample| {
+            store::claim(&c, &s.delivery(), claimant("b"), false, owner)
+                .await
+                .unwrap()
+        };
+        assert_eq!(ask(&done).await, Claim::Done { same_payload: true });
+        assert_eq!(ask(&dead).await, Claim::Dead { same_payload: true });
         assert_eq!(
-            after.get::<_, Option<String>>(1),
-            None,
-            "{}: the claim took a transaction id",
-            s.id
+            ask(&differs("evt_old_done")).await,
+            Claim::Done {
+                same_payload: false
+            }
         );
-        assert_eq!(xmax(&c, &s.id).await, xmax_before, "{}: row locked", s.id);
-        let (calls, records, bytes, dirtied): (i64, i64, i64, i64) =
-            (stats.get(0), stats.get(1), stats.get(2), stats.get(3));
-        assert_eq!(calls, 1, "{}: one claim statement", s.id);
-        // pg_stat_statements tracks nested statements too: none ran, so the claim function
-        // behind the statement was never entered.
-        let nested = nested_statements(&admin).await;
-        assert_eq!(nested, 0, "{}: statements run inside the claim", s.id);
         assert_eq!(
-            (records, bytes, dirtied),
-            (0, 0, 0),
-            "{}: the claim's WAL records, WAL bytes, buffers dirtied",
-            s.id
+            ask(&differs("evt_old_dead")).await,
+            Claim::Dead {
+                same_payload: false
+            }
         );
     }
     assert_eq!(status(&c, "stripe", &done.id).await, ("done".into(), 1));
     assert_eq!(status(&c, "stripe", &dead.id).await, ("dead".into(), 1));
+}
+
+#[tokio::test]
+async fn a_stale_answer_on_a_row_an_older_release_reopened_is_not_trusted() {
+    // An older release's replay reopens a done row without clearing its answer; it clears
+    // `completed_at`, as every release's reopening statement does, so the claim does not read
+    // the stale answer and finds the lease instead.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_reopened", "{}");
+    claim(&c, &s, "a").await;
+    store::finish_done(&c, &attempt(&s, 1, "a")).await.unwrap();
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries
+            SET status = 'processing', attempt = attempt + 1, lease_owner = 'old-replay',
+                lease_until = now() + interval '1 minute', completed_at = NULL
+          WHERE delivery_id = 'evt_reopened'",
+    )
+    .await
+    .unwrap();
+    assert!(stored_answer(&c, &s.id).await.is_some(), "the stale answer");
+
+    assert_eq!(claim(&c, &s, "b").await, Claim::InProgress);
+    assert_eq!(claim_again(&c, &s, "b").await, Claim::InProgress);
 }
 
 #[tokio::test]
@@ -408,7 +599,10 @@ async fn retry_by_the_same_owner_gets_the_same_claim_back() {
     claim(&c, &s, "a").await;
 
     // As after a lost answer: the first claim committed, the owner asks again.
-    assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        claim_again(&c, &s, "a").await,
+        Claim::Claimed { attempt: 1 }
+    );
 }
 
 #[tokio::test]
@@ -430,7 +624,7 @@ async fn a_claim_retried_while_its_first_try_commits_recognises_its_own_claim() 
         async move {
             let c = support::connect(&url).await;
             let s = Sample::new("evt_retried", r#"{"id":"evt_retried"}"#);
-            claim(&c, &s, "owner-a").await
+            claim_again(&c, &s, "owner-a").await
         }
     });
     // The retry's snapshot is taken and its insert waits on the first try's row.
@@ -438,7 +632,7 @@ async fn a_claim_retried_while_its_first_try_commits_recognises_its_own_claim() 
         support::count(
             &admin,
             "SELECT count(*) FROM pg_stat_activity
-              WHERE wait_event_type = 'Lock' AND query LIKE '%hookclaim_claim_key(%'",
+              WHERE wait_event_type = 'Lock' AND query LIKE '%hookclaim_claim_unanswered(%'",
         )
         .await
             == 1
@@ -469,7 +663,7 @@ async fn an_expired_lease_at_the_attempt_cap_is_made_dead_instead_of_taken_over(
         ..claimant(owner)
     };
     let claim_capped = async |owner| {
-        store::claim(&c, &s.delivery(), capped(owner), false)
+        store::claim(&c, &s.delivery(), capped(owner), false, Owner::New)
             .await
             .unwrap()
     };
@@ -728,17 +922,17 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
         .await
         .unwrap();
 
-    store::claim(&c, &s.delivery(), claimant("a"), true)
+    store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
         .await
         .unwrap();
-    let after_new = statements_since_reset(&admin, "%hookclaim_claim_key(%").await;
+    let after_new = statements_since_reset(&admin, "%hookclaim_claim_unanswered(%").await;
     // Inside it, the claim function ran once: its insert is the one nested statement. (Were the
     // answer's subquery flattened, each answer field would call the function again.)
     let nested = nested_statements(&admin).await;
-    store::claim(&c, &s.delivery(), claimant("b"), true)
+    store::claim(&c, &s.delivery(), claimant("b"), true, Owner::New)
         .await
         .unwrap();
-    let after_dup = statements_since_reset(&admin, "%hookclaim_claim_key(%").await;
+    let after_dup = statements_since_reset(&admin, "%hookclaim_claim_unanswered(%").await;
     let all: i64 = admin
         .query_one(
             "SELECT coalesce(sum(calls),0)::int8 FROM pg_stat_statements

@@ -66,6 +66,125 @@ async fn a_connection_that_dies_mid_claim_is_retried_once_on_a_new_connection() 
     }
 }
 
+/// A TCP proxy in front of the test server that can stop passing the server's replies on the
+/// connections open at that moment, as a network that loses a reply would: the server still
+/// receives and commits, the client hears nothing. Connections made later pass everything.
+struct ReplyLosingProxy {
+    url: String,
+    opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    lose_below: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ReplyLosingProxy {
+    async fn start(db_url: &str) -> ReplyLosingProxy {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (_, after_at) = db_url.rsplit_once('@').expect("user@host in the URL");
+        let (server, db_name) = after_at.split_once('/').expect("host:port/db in the URL");
+        let server = server.to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "postgres://postgres@127.0.0.1:{}/{db_name}",
+            listener.local_addr().unwrap().port()
+        );
+        let opened = Arc::new(AtomicUsize::new(0));
+        let lose_below = Arc::new(AtomicUsize::new(0));
+        let (counter, threshold) = (opened.clone(), lose_below.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let number = counter.fetch_add(1, Ordering::SeqCst);
+                let Ok(upstream) = tokio::net::TcpStream::connect(&server).await else {
+                    continue;
+                };
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = upstream.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+                });
+                let threshold = threshold.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        let n = match server_read.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if number < threshold.load(Ordering::SeqCst) {
+                            continue;
+                        }
+                        if client_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        ReplyLosingProxy {
+            url,
+            opened,
+            lose_below,
+        }
+    }
+
+    /// From now on, replies on every connection open now are lost.
+    fn lose_replies_on_open_connections(&self) {
+        use std::sync::atomic::Ordering;
+        self.lose_below
+            .store(self.opened.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_store_only_claim_whose_answer_is_lost_is_recognised_as_its_own_on_the_retry() {
+    // The claim commits on the server, but its answer never reaches the function: the client's
+    // deadline passes and it runs the claim again on a new connection. The row is done under
+    // this request's own owner token; the retry must say so ("processed"), not answer the
+    // request as a duplicate of itself.
+    let db = TestDb::migrated().await;
+    let proxy = ReplyLosingProxy::start(&db.url).await;
+    let hook = support::webhook(
+        &proxy.url,
+        &[("DATABASE_STATEMENT_TIMEOUT_MS", "300")],
+        StoreOnly,
+    )
+    .await;
+    let admin = db.client().await;
+    // Warm: the connection is made and the statements are prepared, so the next request's
+    // first message on it is the claim.
+    let warm = hook
+        .handle(github_request(Format::HttpApiV2, "warm", b"{}", false))
+        .await;
+    assert_eq!(answer(&warm).1["status"], "processed");
+    let connects = hook.database().connect_count();
+
+    proxy.lose_replies_on_open_connections();
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "lost", b"{}", false))
+        .await;
+
+    assert_eq!(
+        answer(&resp),
+        (
+            200,
+            serde_json::json!({"status": "processed", "delivery_id": "lost"})
+        )
+    );
+    assert_eq!(hook.database().connect_count(), connects + 1);
+    assert_eq!(
+        support::row(&admin, "github", "lost")
+            .await
+            .map(|r| (r.0, r.1)),
+        Some(("done".to_string(), 1)),
+        "claimed once, by the first try"
+    );
+    // A redelivery, from another invocation, is a duplicate.
+    let again = hook
+        .handle(github_request(Format::HttpApiV2, "lost", b"{}", false))
+        .await;
+    assert_eq!(answer(&again).1["status"], "duplicate");
+}
+
 #[tokio::test]
 async fn a_warm_connection_to_a_node_turned_read_only_is_replaced_by_a_writable_one() {
     // A failover while the environment is warm: the node its connection is on becomes read-only

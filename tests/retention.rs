@@ -137,7 +137,9 @@ async fn claim_as(c: &Client, source: &str, id: &str, body: &str, owner: &str) -
         lease: Duration::from_secs(60),
         max_attempts: 5,
     };
-    store::claim(c, &new, claimant, false).await.unwrap()
+    store::claim(c, &new, claimant, false, store::Owner::New)
+        .await
+        .unwrap()
 }
 
 /// Attempt 1 at `id`, as webhook invocation `owner` claimed it with [`claim`].

@@ -405,6 +405,7 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
             max_attempts: 5,
         },
         false,
+        store::Owner::New,
     )
     .await
     .unwrap();

@@ -109,6 +109,7 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
                 max_attempts: 5,
             },
             false,
+            store::Owner::New,
         )
         .await
         .unwrap();
@@ -729,7 +730,7 @@ async fn a_direct_connection_prepares_the_hot_statements_so_they_are_not_planned
         }
     }
 
-    let claim = calls_and_plans(&admin, "SELECT coalesce(%hookclaim_claim_key(").await;
+    let claim = calls_and_plans(&admin, "SELECT coalesce(%hookclaim_claim_unanswered(").await;
     let licence = calls_and_plans(&admin, "INSERT INTO hookclaim_example_licences").await;
     let finish = calls_and_plans(&admin, "WITH finished AS").await;
     println!("[prepared] (calls, plans): claim {claim:?}, licence {licence:?}, finish {finish:?}");

@@ -65,8 +65,9 @@ pub async fn licences(c: &Client, order: &str) -> i64 {
 }
 
 /// Asserts that every ledger row is one hookclaim's statements may write: a known status and id
-/// origin, an attempt of at least 1, a lease on every processing row and a due time on every
-/// failed row. The schema does not check these on each write (a CHECK constraint is planned
+/// origin, an attempt of at least 1, a lease on every processing row, a due time on every
+/// failed row, and a stored answer only on a finished row, where it is the payload hash (and a
+/// zero byte if dead) and the row has its `completed_at`. The schema does not check these on each write (a CHECK constraint is planned
 /// again at every statement); the statements keep them, and this checks that they did.
 pub async fn assert_rows_well_formed(c: &Client) {
     let bad = c
@@ -74,12 +75,17 @@ pub async fn assert_rows_well_formed(c: &Client) {
             "SELECT source || '/' || delivery_id || ': ' || status || ', attempt ' || attempt
                     || ', origin ' || id_origin || ', lease ' || coalesce(lease_until::text, 'none')
                     || ', due ' || coalesce(next_attempt_at::text, 'none')
+                    || ', answer ' || coalesce(encode(answer, 'hex'), 'none')
                FROM hookclaim_deliveries
               WHERE status NOT IN ('processing', 'done', 'failed', 'dead')
                  OR id_origin NOT IN ('header', 'body', 'body_sha256')
                  OR attempt < 1
                  OR (status = 'processing' AND lease_until IS NULL)
                  OR (status = 'failed' AND next_attempt_at IS NULL)
+                 OR (answer IS NOT NULL AND NOT (
+                        completed_at IS NOT NULL
+                        AND ((status = 'done' AND answer = payload_sha256)
+                             OR (status = 'dead' AND answer = payload_sha256 || '\\x00'::bytea))))
               LIMIT 20",
             &[],
         )
