@@ -308,28 +308,16 @@ pub async fn claim(
     owner: Owner,
 ) -> Result<Claim, Error> {
     let rest = new_row_literal(delivery, claimant, finish_now);
+    let key_and_payload: [&(dyn ToSql + Sync); 3] =
+        [&delivery.source, &delivery.delivery_id, &delivery.payload];
+    let [source, id, payload] = key_and_payload;
     let rows = match owner {
         Owner::New => {
-            let values: [&(dyn ToSql + Sync); 4] = [
-                &delivery.source,
-                &delivery.delivery_id,
-                &delivery.payload,
-                &rest,
-            ];
-            let params: [(&(dyn ToSql + Sync), Type); 4] =
-                std::array::from_fn(|i| (values[i], CLAIM_FIRST_TYPES[i].clone()));
+            let params = typed([source, id, payload, &rest], &CLAIM_FIRST_TYPES);
             connection::query(on, CLAIM_FIRST, &params).await?
         }
         Owner::MayHaveClaimed => {
-            let values: [&(dyn ToSql + Sync); 5] = [
-                &delivery.source,
-                &delivery.delivery_id,
-                &delivery.payload,
-                &claimant.owner,
-                &rest,
-            ];
-            let params: [(&(dyn ToSql + Sync), Type); 5] =
-                std::array::from_fn(|i| (values[i], CLAIM_TYPES[i].clone()));
+            let params = typed([source, id, payload, &claimant.owner, &rest], &CLAIM_TYPES);
             connection::query(on, CLAIM, &params).await?
         }
     };
@@ -360,6 +348,14 @@ pub async fn claim(
         },
         _ => Claim::InProgress,
     })
+}
+
+/// Pairs each value with its parameter type, in order.
+fn typed<'a, const N: usize>(
+    values: [&'a (dyn ToSql + Sync); N],
+    types: &[Type; N],
+) -> [(&'a (dyn ToSql + Sync), Type); N] {
+    std::array::from_fn(|i| (values[i], types[i].clone()))
 }
 
 /// Who holds a delivery now, and at which attempt: for recognising a claimant's own claim.
