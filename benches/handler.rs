@@ -842,13 +842,15 @@ enum Length {
 /// a 1 KB body), a random owner token.
 fn pgbench_defines() -> Vec<(&'static str, String)> {
     let sample = common::body(DUP_BODY);
+    // The claim carries its owner inside the new-row literal; the fenced finish binds it again.
+    let owner = format!("{:032x}", fastrand::u128(..));
     vec![
         ("source", "github".to_string()),
-        ("owner", format!("{:032x}", fastrand::u128(..))),
+        ("owner", owner.clone()),
         ("payload", format!("\\x{}", hex::encode(sample.as_bytes()))),
         ("sha", common::sha256_bytea(sample.as_bytes())),
-        ("row_store", common::new_row(true)),
-        ("row_tx", common::new_row(false)),
+        ("row_store", common::new_row(true, &owner)),
+        ("row_tx", common::new_row(false, &owner)),
         ("attempt", "1".to_string()),
     ]
 }

@@ -84,9 +84,10 @@ pub fn kept_headers_json(id: u64) -> String {
     .to_string()
 }
 
-/// The rest of a new row as the handler binds it with the claim of GitHub delivery 1 (its kept
-/// headers, a 90 s lease, 8 attempts, the key kept longer): store-only when `finish_now`.
-pub fn new_row(finish_now: bool) -> String {
+/// The rest of a claim as the handler binds it with the claim of GitHub delivery 1 by `owner`
+/// (its hash, kept headers, a 90 s lease, 8 attempts, the key kept longer): store-only when
+/// `finish_now`.
+pub fn new_row(finish_now: bool, owner: &str) -> String {
     let headers: std::collections::BTreeMap<String, String> =
         serde_json::from_str(&kept_headers_json(1)).expect("kept headers are a map of strings");
     let body = body(1);
@@ -102,7 +103,7 @@ pub fn new_row(finish_now: bool) -> String {
         long_key_retention: true,
     };
     let claimant = hookclaim::store::Claimant {
-        owner: "bench",
+        owner,
         lease: Duration::from_secs(90),
         max_attempts: 8,
     };
