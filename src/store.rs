@@ -6,7 +6,6 @@
 //! and for everything else, they run as unnamed statements (see [`crate::connection`]).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use tokio_postgres::types::{Json, ToSql, Type};
@@ -211,10 +210,7 @@ pub fn new_row_literal(
     out.push('(');
     quoted(&mut out, claimant.owner);
     out.push_str(",\"\\\\x");
-    for byte in delivery.payload_sha256 {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{byte:02x}");
-    }
+    out.push_str(&hex::encode(delivery.payload_sha256));
     out.push_str("\",");
     quoted(&mut out, delivery.id_origin.as_str());
     out.push(',');
@@ -237,6 +233,13 @@ pub fn new_row_literal(
 
 /// The length of a SHA-256, the stored answer of a done row; a dead row's has one more byte.
 const HASH_LEN: usize = 32;
+
+/// A dead row's stored answer: its payload hash `$hash` and a zero byte ([`Claim::parse`]).
+macro_rules! dead_answer {
+    ($hash:literal) => {
+        concat!($hash, " || E'\\\\x00'::bytea")
+    };
+}
 
 impl Claim {
     /// Reads the claim statement's answer, given this request's payload hash:
@@ -469,7 +472,9 @@ const FINISH_FAILED: &str = concat!(
 const FINISH_DEAD: &str = concat!(
     "UPDATE hookclaim_deliveries
     SET status = 'dead', lease_until = NULL, next_attempt_at = NULL, last_error = $5,
-        completed_at = now(), answer = payload_sha256 || E'\\\\x00'::bytea, updated_at = now()
+        completed_at = now(), answer = ",
+    dead_answer!("payload_sha256"),
+    ", updated_at = now()
   WHERE ",
     fence!()
 );
@@ -661,7 +666,9 @@ const RECLAIM_NEXT: &str = concat!(
     " THEN now() ELSE d.completed_at END,
         answer = CASE WHEN ",
     at_cap!("d", "$3"),
-    " THEN d.payload_sha256 || E'\\\\x00'::bytea END,
+    " THEN ",
+    dead_answer!("d.payload_sha256"),
+    " END,
         updated_at = now()
   WHERE (d.source, d.delivery_id) = (
         SELECT source, delivery_id FROM hookclaim_deliveries AS c
