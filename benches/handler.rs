@@ -968,6 +968,18 @@ const BARE_INSERT: &str =
 const PLAIN_READ: &str = "SELECT status FROM hookclaim_deliveries
     WHERE source = $1 AND delivery_id = $2 AND $3::bytea IS NOT NULL";
 
+/// The claim's read of the stored answer alone, binding the claim's four values: what the claim
+/// would cost a duplicate if it needed no fallback for a key it cannot answer.
+const ANSWER_READ: &str = "SELECT f.answer FROM hookclaim_deliveries AS f
+    WHERE f.source = $1 AND f.delivery_id = $2 AND f.completed_at IS NOT NULL
+      AND $3::bytea IS NOT NULL AND $4::text IS NOT NULL";
+
+/// The same read as the scalar subquery the claim puts it in, beside the other two values but
+/// with no function call: what the subquery costs, apart from the fallback it makes room for.
+const ANSWER_SUBQUERY: &str = "SELECT (SELECT f.answer FROM hookclaim_deliveries AS f
+    WHERE f.source = $1 AND f.delivery_id = $2 AND f.completed_at IS NOT NULL),
+    $3::bytea IS NOT NULL, $4::text IS NOT NULL";
+
 /// The redelivered set, `DUP_COUNT` rows from id `$1 + 1`, in the bare table.
 const SEED_BARE: &str = "INSERT INTO bench_bare (source, delivery_id, payload)
     SELECT 'github', ($1::int8 + g)::text, $2 FROM generate_series(1, $3::int8) AS g";
@@ -1036,6 +1048,9 @@ struct StatementScripts {
     bare_new: PathBuf,
     bare_dup: PathBuf,
     read_dup: PathBuf,
+    /// [`ANSWER_READ`] and [`ANSWER_SUBQUERY`], on duplicates.
+    answer_read: PathBuf,
+    answer_subquery: PathBuf,
     scripts: Scripts,
 }
 
@@ -1059,6 +1074,7 @@ impl StatementScripts {
         };
         let floor = "the bare dedupe insert, the floor the claim is held to";
         let bare = ["source", "id", "payload"];
+        let claim = ["source", "id", "payload", "row_store"];
         StatementScripts {
             bare_new: write("bare_new.sql", floor, new_id, BARE_INSERT, &bare),
             bare_dup: write("bare_dup.sql", floor, &dup_id, BARE_INSERT, &bare),
@@ -1068,6 +1084,20 @@ impl StatementScripts {
                 &dup_id,
                 PLAIN_READ,
                 &bare,
+            ),
+            answer_read: write(
+                "answer_read.sql",
+                "the claim's read of the stored answer alone, with the claim's four values bound",
+                &dup_id,
+                ANSWER_READ,
+                &claim,
+            ),
+            answer_subquery: write(
+                "answer_subquery.sql",
+                "that read as the claim's scalar subquery, without the function behind it",
+                &dup_id,
+                ANSWER_SUBQUERY,
+                &claim,
             ),
             scripts,
         }
@@ -1201,12 +1231,31 @@ async fn instructions(ctx: &Ctx, sql: &Sql) -> Value {
             );
             row["plain_read"] = json!(read);
             row["plain_read_over_bare"] = json!(read / bare);
+            for (name, script, what) in [
+                (
+                    "answer_read",
+                    &written.answer_read,
+                    "the stored answer's read alone",
+                ),
+                (
+                    "answer_subquery",
+                    &written.answer_subquery,
+                    "that read as a subquery, no function",
+                ),
+            ] {
+                let n = count(script);
+                eprintln!("  {:9}: {what} {n:8.0} ({:.3}×)", "", n / bare);
+                row[name] = json!(n);
+                row[format!("{name}_over_bare")] = json!(n / bare);
+            }
         }
         rows.push(row);
     }
     json!({
         "connections": 1,
         "plain_read": PLAIN_READ,
+        "answer_read": ANSWER_READ,
+        "answer_subquery": ANSWER_SUBQUERY,
         "rows": rows,
     })
 }
