@@ -1251,13 +1251,90 @@ async fn instructions(ctx: &Ctx, sql: &Sql) -> Value {
         }
         rows.push(row);
     }
+    let driver = driver_instructions(&counter, &url).await;
     json!({
         "connections": 1,
+        "driver": driver,
         "plain_read": PLAIN_READ,
         "answer_read": ANSWER_READ,
         "answer_subquery": ANSWER_SUBQUERY,
         "rows": rows,
     })
+}
+
+/// The claim and the bare insert in instructions per statement as tokio-postgres sends them:
+/// each prepared once, parameters and results in binary, each value bound once. The claim is
+/// `store::claim` on a connection that prepared the handler's statements, exactly as the handler
+/// runs it (store-only, first try); the bare insert is what a careful dedupe of one's own would
+/// send. pgbench, above, binds every value as text (the 1 KB payload as 2 KB of hex) and each
+/// occurrence of a variable again.
+async fn driver_instructions(counter: &common::callgrind::Counter, url: &str) -> Value {
+    use hookclaim::store::{self, Claimant, NewDelivery, Owner};
+    let payload = common::body(DUP_BODY).into_bytes();
+    let sha = Sha256::digest(&payload).to_vec();
+    let headers: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&common::kept_headers_json(1)).expect("kept headers");
+    let owner = format!("{:032x}", fastrand::u128(..));
+    let (payload, sha, headers, owner) = (&payload, &sha, &headers, &owner);
+    let mut rows = Vec::new();
+    for kind in [Kind::New, Kind::Duplicate] {
+        let id = move || match kind {
+            Kind::New => common::new_id(),
+            Kind::Duplicate => common::dup_id(),
+        };
+        let bare = counter
+            .per_statement_of(|n| async move {
+                let c = support::connect(url).await;
+                let types = [Type::TEXT, Type::TEXT, Type::BYTEA];
+                let insert = c.prepare_typed(BARE_INSERT, &types).await.expect("prepare");
+                for _ in 0..n {
+                    let key = id().to_string();
+                    c.execute(&insert, &[&"github", &key, payload])
+                        .await
+                        .expect("bare insert");
+                }
+            })
+            .await;
+        let claim = counter
+            .per_statement_of(|n| async move {
+                let mut conn = hookclaim::connection::Conn::new(support::connect(url).await, true);
+                conn.prepare(store::HOT).await.expect("prepare");
+                for _ in 0..n {
+                    let key = id().to_string();
+                    let delivery = NewDelivery {
+                        source: "github",
+                        delivery_id: &key,
+                        id_origin: hookclaim::verify::IdOrigin::Header,
+                        event_type: Some("push"),
+                        payload,
+                        payload_sha256: sha,
+                        headers,
+                        long_key_retention: true,
+                    };
+                    let claimant = Claimant {
+                        owner,
+                        lease: Duration::from_secs(90),
+                        max_attempts: 8,
+                    };
+                    store::claim(&conn, &delivery, claimant, true, Owner::New)
+                        .await
+                        .expect("claim");
+                }
+            })
+            .await;
+        eprintln!(
+            "  {:9}: as the driver sends them: bare insert {bare:8.0} | claim {claim:8.0} ({:.3}×)",
+            kind.name(),
+            claim / bare
+        );
+        rows.push(json!({
+            "kind": kind.name(),
+            "bare": bare,
+            "claim": claim,
+            "claim_over_bare": claim / bare,
+        }));
+    }
+    json!(rows)
 }
 
 /// One line of the claim-versus-bare table, printed and returned.

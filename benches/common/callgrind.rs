@@ -5,7 +5,8 @@
 //! The server runs under `valgrind --tool=callgrind`, which writes one count per process when it
 //! exits. pgbench runs a script over one connection twice, `short` and `long` times; the
 //! difference between the two backends' counts, divided by the difference in statements, is the
-//! cost of one statement with the connection's start and end taken out.
+//! cost of one statement with the connection's start and end taken out. A Rust client's run is
+//! counted the same way ([`Counter::per_statement_of`]).
 
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt as _;
@@ -101,6 +102,40 @@ impl Counter {
                 script.display()
             );
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Instructions per statement of what `run(n)` sends over one connection of its own: `n`
+    /// statements, then it disconnects. For a client other than pgbench, such as the handler's
+    /// own driver with its prepared statements and binary formats.
+    pub async fn per_statement_of<F, Fut>(&self, run: F) -> f64
+    where
+        F: Fn(u64) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let short = self.total_after(run(SHORT)).await;
+        let long = self.total_after(run(LONG)).await;
+        (long as f64 - short as f64) / (LONG - SHORT) as f64
+    }
+
+    /// The instruction count of the one backend that ends with `run`.
+    async fn total_after(&self, run: impl std::future::Future<Output = ()>) -> u64 {
+        let before = self.outputs();
+        run.await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let new: Vec<PathBuf> = self.outputs().difference(&before).cloned().collect();
+            if let Some(n) = new.iter().filter_map(|p| total(p)).max() {
+                for p in &new {
+                    let _ = std::fs::remove_file(p);
+                }
+                return n;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no callgrind count for the client's run"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
