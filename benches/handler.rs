@@ -1289,9 +1289,11 @@ async fn driver_instructions(counter: &common::callgrind::Counter, url: &str) ->
                 let insert = c.prepare_typed(BARE_INSERT, &types).await.expect("prepare");
                 for _ in 0..n {
                     let key = id().to_string();
-                    c.execute(&insert, &[&"github", &key, payload])
+                    let inserted = c
+                        .execute(&insert, &[&"github", &key, payload])
                         .await
                         .expect("bare insert");
+                    assert_eq!(inserted == 1, kind == Kind::New, "bare insert of {key}");
                 }
             })
             .await;
@@ -1316,9 +1318,11 @@ async fn driver_instructions(counter: &common::callgrind::Counter, url: &str) ->
                         lease: Duration::from_secs(90),
                         max_attempts: 8,
                     };
-                    store::claim(&conn, &delivery, claimant, true, Owner::New)
+                    let answer = store::claim(&conn, &delivery, claimant, true, Owner::New)
                         .await
                         .expect("claim");
+                    let duplicate = answer == store::Claim::Done { same_payload: true };
+                    assert_eq!(duplicate, kind == Kind::Duplicate, "{key}: {answer:?}");
                 }
             })
             .await;
