@@ -232,8 +232,7 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
         ("trimmed", report.trimmed, "Count"),
         ("stopped_early", u64::from(report.stopped_early), "Count"),
         ("elapsed_ms", report.elapsed_ms, "Milliseconds"),
-    ]
-    ;
+    ];
     let mut values: Vec<(&str, Value, &str)> = counts
         .into_iter()
         .map(|(name, n, unit)| (name, json!(n), unit))

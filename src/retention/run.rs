@@ -435,7 +435,8 @@ impl<P: Processor> Retention<P> {
         horizons: Horizons,
     ) -> Result<u64, DbError> {
         let mut n = 0;
-        for ((kind, trim_after), (_, purge_after)) in self.trim_horizons().into_iter().zip(horizons.each()) {
+        let horizons = self.trim_horizons().into_iter().zip(horizons.each());
+        for ((kind, trim_after), (_, purge_after)) in horizons {
             if let Some(trim_after) = trim_after {
                 n += session.count_trimmable(kind, trim_after, purge_after).await?;
             }
