@@ -1269,11 +1269,10 @@ async fn instructions(ctx: &Ctx, sql: &Sql) -> Value {
 /// send. pgbench, above, binds every value as text (the 1 KB payload as 2 KB of hex) and each
 /// occurrence of a variable again.
 async fn driver_instructions(counter: &common::callgrind::Counter, url: &str) -> Value {
-    use hookclaim::store::{self, Claimant, NewDelivery, Owner};
+    use hookclaim::store::{self, Owner};
     let payload = common::body(DUP_BODY).into_bytes();
     let sha = Sha256::digest(&payload).to_vec();
-    let headers: std::collections::BTreeMap<String, String> =
-        serde_json::from_str(&common::kept_headers_json(1)).expect("kept headers");
+    let headers = common::kept_headers(1);
     let owner = format!("{:032x}", fastrand::u128(..));
     let (payload, sha, headers, owner) = (&payload, &sha, &headers, &owner);
     let mut rows = Vec::new();
@@ -1303,21 +1302,8 @@ async fn driver_instructions(counter: &common::callgrind::Counter, url: &str) ->
                 conn.prepare(store::HOT).await.expect("prepare");
                 for _ in 0..n {
                     let key = id().to_string();
-                    let delivery = NewDelivery {
-                        source: "github",
-                        delivery_id: &key,
-                        id_origin: hookclaim::verify::IdOrigin::Header,
-                        event_type: Some("push"),
-                        payload,
-                        payload_sha256: sha,
-                        headers,
-                        long_key_retention: true,
-                    };
-                    let claimant = Claimant {
-                        owner,
-                        lease: Duration::from_secs(90),
-                        max_attempts: 8,
-                    };
+                    let delivery = common::github_delivery(&key, payload, sha, headers);
+                    let claimant = common::claimant(owner);
                     let answer = store::claim(&conn, &delivery, claimant, true, Owner::New)
                         .await
                         .expect("claim");

@@ -88,13 +88,9 @@ impl Counter {
         // Each backend writes its count as it exits, shortly after pgbench disconnects.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let new: Vec<PathBuf> = self.outputs().difference(&before).cloned().collect();
-            let totals: Vec<u64> = new.iter().filter_map(|p| total(p)).collect();
-            if totals.len() >= 2 || (Instant::now() > deadline && !totals.is_empty()) {
-                for p in &new {
-                    let _ = std::fs::remove_file(p);
-                }
-                return totals.into_iter().max().unwrap_or(0);
+            let wanted = if Instant::now() > deadline { 1 } else { 2 };
+            if let Some(n) = self.take_count(&before, wanted) {
+                return n;
             }
             assert!(
                 Instant::now() < deadline,
@@ -124,11 +120,7 @@ impl Counter {
         run.await;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let new: Vec<PathBuf> = self.outputs().difference(&before).cloned().collect();
-            if let Some(n) = new.iter().filter_map(|p| total(p)).max() {
-                for p in &new {
-                    let _ = std::fs::remove_file(p);
-                }
+            if let Some(n) = self.take_count(&before, 1) {
                 return n;
             }
             assert!(
@@ -137,6 +129,20 @@ impl Counter {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The largest count written since `before`, once at least `wanted` processes have finished
+    /// writing theirs (their files are then removed); `None` until then.
+    fn take_count(&self, before: &HashSet<PathBuf>, wanted: usize) -> Option<u64> {
+        let new: Vec<PathBuf> = self.outputs().difference(before).cloned().collect();
+        let totals: Vec<u64> = new.iter().filter_map(|p| total(p)).collect();
+        if totals.len() < wanted.max(1) {
+            return None;
+        }
+        for p in &new {
+            let _ = std::fs::remove_file(p);
+        }
+        totals.into_iter().max()
     }
 
     fn outputs(&self) -> HashSet<PathBuf> {

@@ -84,30 +84,48 @@ pub fn kept_headers_json(id: u64) -> String {
     .to_string()
 }
 
-/// The rest of a claim as the handler binds it with the claim of GitHub delivery 1 by `owner`
-/// (its hash, kept headers, a 90 s lease, 8 attempts, the key kept longer): store-only when
-/// `finish_now`.
-pub fn new_row(finish_now: bool, owner: &str) -> String {
-    let headers: std::collections::BTreeMap<String, String> =
-        serde_json::from_str(&kept_headers_json(1)).expect("kept headers are a map of strings");
-    let body = body(1);
-    let sha = Sha256::digest(body.as_bytes());
-    let delivery = hookclaim::store::NewDelivery {
+/// The kept headers of GitHub delivery `id`, as the handler keeps them.
+pub fn kept_headers(id: u64) -> std::collections::BTreeMap<String, String> {
+    serde_json::from_str(&kept_headers_json(id)).expect("kept headers are a map of strings")
+}
+
+/// GitHub delivery `id` with `body` (hashed to `sha`) and `headers`, as the handler claims it:
+/// its id from the header, event type push, the key kept longer.
+pub fn github_delivery<'a>(
+    id: &'a str,
+    body: &'a [u8],
+    sha: &'a [u8],
+    headers: &'a std::collections::BTreeMap<String, String>,
+) -> hookclaim::store::NewDelivery<'a> {
+    hookclaim::store::NewDelivery {
         source: "github",
-        delivery_id: "1",
+        delivery_id: id,
         id_origin: hookclaim::verify::IdOrigin::Header,
         event_type: Some("push"),
-        payload: body.as_bytes(),
-        payload_sha256: &sha,
-        headers: &headers,
+        payload: body,
+        payload_sha256: sha,
+        headers,
         long_key_retention: true,
-    };
-    let claimant = hookclaim::store::Claimant {
+    }
+}
+
+/// The claimant of every benchmark claim by `owner`: a 90 s lease, 8 attempts.
+pub fn claimant(owner: &str) -> hookclaim::store::Claimant<'_> {
+    hookclaim::store::Claimant {
         owner,
         lease: Duration::from_secs(90),
         max_attempts: 8,
-    };
-    hookclaim::store::new_row_literal(&delivery, claimant, finish_now)
+    }
+}
+
+/// The rest of a claim as the handler binds it with the claim of GitHub delivery 1 by `owner`
+/// ([`github_delivery`], [`claimant`]): store-only when `finish_now`.
+pub fn new_row(finish_now: bool, owner: &str) -> String {
+    let headers = kept_headers(1);
+    let body = body(1);
+    let sha = Sha256::digest(body.as_bytes());
+    let delivery = github_delivery("1", body.as_bytes(), &sha, &headers);
+    hookclaim::store::new_row_literal(&delivery, claimant(owner), finish_now)
 }
 
 /// `\x…` hex text of SHA-256 of `bytes` (bytea input syntax).
