@@ -715,9 +715,12 @@ pub async fn reclaim_next(
 /// Rows are addressed by `ctid`: the inner SELECT walks the partial `completed_at` index once and
 /// locks what it picks, so the DELETE reaches each tuple directly (a TID scan) instead of a second
 /// descent of the text primary key per row. The lock guarantees the picked tuples cannot move or
-/// change before the DELETE in the same statement. `SKIP LOCKED` steps over rows a concurrent
-/// claim holds (a redelivery of an old key), so the purge never waits on a claim, and the batch is
-/// its own short autocommit statement, so a claim never waits on the purge for longer than that.
+/// change before the DELETE in the same statement. A row another transaction updated and
+/// committed after this statement's snapshot is locked at its newest version, whose new `ctid`
+/// the TID scan cannot see under that snapshot, so such a row is left as it is for a later batch.
+/// `SKIP LOCKED` steps over rows a concurrent claim holds (a redelivery of an old key), so the
+/// purge never waits on a claim, and the batch is its own short autocommit statement, so a claim
+/// never waits on the purge for longer than that.
 macro_rules! purge_batch {
     ($kind:literal) => {
         concat!(
