@@ -758,6 +758,168 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
     assert_rows_well_formed(&c).await;
 }
 
+/// A state a row can be in when the next claimant or the retention run finds it.
+#[derive(Debug, Clone, Copy)]
+enum Found {
+    LiveLease,
+    ExpiredLease { attempt: i32 },
+    Failed { attempt: i32, due: bool },
+    Done,
+    Dead,
+}
+
+/// What taking a row over came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takeover {
+    /// Taken at this attempt.
+    Taken(i32),
+    /// Made dead at the attempt cap instead.
+    GaveUp,
+    /// Left as it was.
+    Left,
+}
+
+/// Leaves `s`'s row as `found` describes it, the way the statements themselves write it: a
+/// first claim by "a", the attempt number moved to what earlier takeovers would have left, and
+/// the finish or the expiry.
+async fn arrange(c: &Client, s: &Sample, found: Found) {
+    c.execute("DELETE FROM hookclaim_deliveries", &[])
+        .await
+        .unwrap();
+    assert_eq!(claim(c, s, "a").await, Claim::Claimed { attempt: 1 });
+    let n = match found {
+        Found::ExpiredLease { attempt } | Found::Failed { attempt, .. } => attempt,
+        _ => 1,
+    };
+    c.execute(
+        "UPDATE hookclaim_deliveries SET attempt = $2 WHERE delivery_id = $1",
+        &[&s.id, &n],
+    )
+    .await
+    .unwrap();
+    let at = attempt(s, n, "a");
+    let finished = match found {
+        Found::LiveLease => Finish::Applied,
+        Found::ExpiredLease { .. } => {
+            expire_lease(c, &s.id).await;
+            Finish::Applied
+        }
+        Found::Failed { due, .. } => {
+            let retry_in = Duration::from_secs(if due { 0 } else { 120 });
+            store::finish_failed(c, &at, "timeout", retry_in)
+                .await
+                .unwrap()
+        }
+        Found::Done => store::finish_done(c, &at).await.unwrap(),
+        Found::Dead => store::finish_dead(c, &at, "rejected").await.unwrap(),
+    };
+    assert_eq!(finished, Finish::Applied, "{found:?}");
+}
+
+/// The row as the takeover rule sees and writes it, with the taker's owner token as `taker`.
+async fn row(c: &Client, id: &str, taker: &str) -> String {
+    let r = c
+        .query_one(
+            "SELECT status, attempt, lease_owner, lease_until > now(), next_attempt_at IS NULL,
+                    completed_at IS NULL, last_error, encode(answer, 'hex'), payload IS NULL
+               FROM hookclaim_deliveries WHERE delivery_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let owner: String = r.get(2);
+    let owner = if owner == taker { "<taker>" } else { &owner };
+    format!(
+        "{} attempt {} owner {owner} live lease {:?} no due time {} not completed {} error {:?} \
+         answer {:?} payload trimmed {}",
+        r.get::<_, String>(0),
+        r.get::<_, i32>(1),
+        r.get::<_, Option<bool>>(3),
+        r.get::<_, bool>(4),
+        r.get::<_, bool>(5),
+        r.get::<_, Option<String>>(6),
+        r.get::<_, Option<String>>(7),
+        r.get::<_, bool>(8),
+    )
+}
+
+#[tokio::test]
+async fn the_claim_and_the_retention_reclaim_take_over_exactly_the_same_rows_the_same_way() {
+    // The takeover rule is written twice, in the claim function (migration 10) and in
+    // `RECLAIM_NEXT`: each state is arranged once for each, and the two must agree on whether
+    // the row is taken, at which attempt, or made dead, and leave the same row behind.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_rule", r#"{"id":"evt_rule"}"#);
+    let cases = [
+        (Found::LiveLease, Takeover::Left),
+        (Found::ExpiredLease { attempt: 1 }, Takeover::Taken(2)),
+        (Found::ExpiredLease { attempt: 4 }, Takeover::Taken(5)),
+        (Found::ExpiredLease { attempt: 5 }, Takeover::GaveUp),
+        // MAX_ATTEMPTS lowered below a row's attempts since its claim.
+        (Found::ExpiredLease { attempt: 7 }, Takeover::GaveUp),
+        (
+            Found::Failed {
+                attempt: 1,
+                due: true,
+            },
+            Takeover::Taken(2),
+        ),
+        (
+            Found::Failed {
+                attempt: 4,
+                due: true,
+            },
+            Takeover::Taken(5),
+        ),
+        (
+            Found::Failed {
+                attempt: 1,
+                due: false,
+            },
+            Takeover::Left,
+        ),
+        (Found::Done, Takeover::Left),
+        (Found::Dead, Takeover::Left),
+    ];
+    for (found, expected) in cases {
+        arrange(&c, &s, found).await;
+        let before = row(&c, &s.id, "r").await;
+        let by_reclaim = match store::reclaim_next(&c, claimant("r")).await.unwrap() {
+            None => Takeover::Left,
+            Some(d) if d.gave_up => Takeover::GaveUp,
+            Some(d) => Takeover::Taken(d.attempt),
+        };
+        let after_reclaim = row(&c, &s.id, "r").await;
+        assert_rows_well_formed(&c).await;
+
+        arrange(&c, &s, found).await;
+        assert_eq!(
+            row(&c, &s.id, "c").await,
+            before,
+            "{found:?}: arranged alike"
+        );
+        let answer = claim(&c, &s, "c").await;
+        let by_claim = match answer {
+            Claim::Claimed { attempt } => Takeover::Taken(attempt),
+            Claim::GaveUp => Takeover::GaveUp,
+            _ => Takeover::Left,
+        };
+        let after_claim = row(&c, &s.id, "c").await;
+        assert_rows_well_formed(&c).await;
+
+        assert_eq!(
+            (by_claim, by_reclaim),
+            (expected, expected),
+            "{found:?}: (claim, reclaim); the claim answered {answer:?}"
+        );
+        assert_eq!(after_claim, after_reclaim, "{found:?}: the row each left");
+        if expected == Takeover::Left {
+            assert_eq!(after_claim, before, "{found:?}: left as it was");
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() {
     let db = TestDb::migrated().await;
