@@ -12,7 +12,7 @@
 //!
 //! Results go to `target/bench/coldstart.json`. Run through `scripts/bench`.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 mod common;

@@ -28,7 +28,7 @@
 //! deliveries, for `valgrind --tool=callgrind`. Results go to `target/bench/handler.json`.
 //! Run through `scripts/bench`.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 mod common;

@@ -15,7 +15,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-# Secrets the tests use besides env.local.json's (tests/aws.rs rotations and database logins,
+# Secrets the tests use besides env.local.json's (tests/it/aws.rs rotations and database logins,
 # the destinations' signing secret).
 TEST_SECRETS = [
     "the-real-secret",
@@ -25,7 +25,7 @@ TEST_SECRETS = [
     "second-password",
     "changed-elsewhere",
     "hookclaim-github-next-secret",
-    # tests/destinations.rs: the HTTP destinations' signing secret.
+    # tests/it/destinations.rs: the HTTP destinations' signing secret.
     "whsec_aG9va2NsYWltLWRlc3RpbmF0aW9uLXRlc3Q=",
 ]
 

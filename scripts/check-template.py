@@ -8,7 +8,7 @@ fail must be refused, with the rule's message, and every other one accepted. Acc
 be clean under `cfn-lint` and `sam validate --lint`, and translate under `sam validate`. Then:
 
 - the settings the RDS Proxy option changes are exactly DATABASE_HOST (the proxy's endpoint),
-  DATABASE_PORT (5432) and DATABASE_POOLED=true, for both functions; tests/pooler.rs runs with
+  DATABASE_PORT (5432) and DATABASE_POOLED=true, for both functions; tests/it/pooler.rs runs with
   that DATABASE_POOLED value and the pooler's host and port;
 - `cargo lambda deploy` gets the same settings as `sam deploy`: Cargo.toml's
   [package.metadata.lambda.bin.*.deploy] runtime, memory, timeout, log retention and every
@@ -319,7 +319,7 @@ def check_proxy_settings(resolved):
     pooler = (ROOT / "tests" / "pooler.rs").read_text()
     block = re.search(r"const POOLED: &\[\(&str, &str\)\] = &\[(.*?)\];", pooler, re.S)
     if not block or '("DATABASE_POOLED", "true")' not in block.group(1):
-        fail("tests/pooler.rs: POOLED must set DATABASE_POOLED=true, as the proxy option does")
+        fail("tests/it/pooler.rs: POOLED must set DATABASE_POOLED=true, as the proxy option does")
     print("proxy option sets, for both functions: %s" % ", ".join(
         "%s=%s" % kv for kv in sorted(expected.items())))
 

@@ -44,7 +44,7 @@ ensure_tools() {
   fi
   export PATH="$bindir:$PATH"
   if ! have pgbouncer && [ ! -x /usr/sbin/pgbouncer ]; then
-    step "installing PgBouncer (tests/pooler.rs runs through it)"
+    step "installing PgBouncer (tests/it/pooler.rs runs through it)"
     apt_install pgbouncer
   fi
   if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then

@@ -103,7 +103,7 @@ pub enum Claim {
 
 /// The condition under which an existing row may be taken over, as the retention reclaim and its
 /// count test it. The claim function writes the same rule in its own SQL (migration 10's
-/// `hookclaim_claim`); `tests/claim.rs` arranges each state a row can be found in for both and
+/// `hookclaim_claim`); `tests/it/claim.rs` arranges each state a row can be found in for both and
 /// checks that they take over, or give up on, the same rows in the same way.
 macro_rules! takeover_condition {
     ($d:literal) => {

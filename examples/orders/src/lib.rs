@@ -3,7 +3,7 @@
 //! `orders-webhook` and `orders-retention` run it as the two Lambda functions.
 
 // Everything below is also the processor in the README's "Use it in your own function" block
-// (tests/example.rs checks that it still is): change both together.
+// (tests/it/example.rs checks that it still is): change both together.
 
 use hookclaim::tokio_postgres::types::Type;
 use hookclaim::tokio_postgres::{self, Transaction};

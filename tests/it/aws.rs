@@ -6,7 +6,7 @@
 //! Calls are counted on the server side, from moto's request recording, as well as by the
 //! code's own counters.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -6,7 +6,7 @@
 //! is logged, without failing the cold start, until the owner has migrated. The application role
 //! records destinations' progress, and the owner's purge removes it with its delivery.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The claim core on a real PostgreSQL: every case of the one-statement claim, fenced finishing,
 //! migrations, a 64-way race, and the statement count per claim.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! - Every metric the template's alarms and dashboard read is emitted by the functions, with the
 //!   same name and dimensions (`scripts/check-metrics.py` reads the template and these logs).
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

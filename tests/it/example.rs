@@ -2,7 +2,7 @@
 //! its compiled binaries under the cargo-lambda emulator, against the harness's PostgreSQL,
 //! sent Stripe events signed here.
 
-mod support;
+use crate::support;
 
 use hmac::Mac as _;
 use support::emulator::Emulator;

@@ -2,7 +2,7 @@
 //! with an idempotency key; a crash between the call and finishing yields at most one repeat
 //! call, carrying the same key.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

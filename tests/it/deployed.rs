@@ -3,7 +3,7 @@
 //! --release` produces (Cargo.toml sets every release setting it would otherwise choose), run
 //! under the cargo-lambda emulator against the harness's PostgreSQL.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Reliability under the faults production has: races between environments, backends killed
 //! between invocations, an invocation that outlives its lease, and hostile input.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! again page by page within the deadline, each claimed on its own (fenced), while new
 //! deliveries and redeliveries arrive, with a dry-run count and filters by event type and time.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime};
 

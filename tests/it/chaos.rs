@@ -7,7 +7,7 @@
 //! 10,000 sends over 2,000 orders by default (bounded: it fits the test command);
 //! `HOOKCLAIM_CHAOS_SCALE=N` multiplies the sizes for a longer run by hand.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -14,7 +14,7 @@
 //! PgBouncer per test; they take turns, so the throughput figures are not disturbed by the
 //! other tests of this binary.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,7 +2,7 @@
 //! (with backoff, dead-lettering and fencing), purge and trim, the deadline, every operator
 //! command (and malformed ones), and the scheduled events.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -948,7 +948,7 @@ async fn purge_command_uses_its_own_horizon_and_nothing_else() {
 
     let report = r
         .handle(
-            serde_json::from_str(include_str!("../events/retention-purge.json")).unwrap(),
+            serde_json::from_str(include_str!("../../events/retention-purge.json")).unwrap(),
             in_a_minute(),
         )
         .await
@@ -1315,7 +1315,7 @@ async fn migrate_command_applies_the_schema_once() {
     let c = db.client().await;
     let r = retention(&db, Licences, settings(), usual_policy()).await;
     let migrate: Value =
-        serde_json::from_str(include_str!("../events/retention-migrate.json")).unwrap();
+        serde_json::from_str(include_str!("../../events/retention-migrate.json")).unwrap();
 
     let first = r.handle(migrate.clone(), in_a_minute()).await.unwrap();
     let second = r.handle(migrate, in_a_minute()).await.unwrap();
@@ -1392,9 +1392,9 @@ async fn a_malformed_command_touches_not_even_the_schema() {
 #[tokio::test]
 async fn the_scheduled_event_and_an_empty_payload_each_start_a_normal_run() {
     let events = [
-        include_str!("../events/retention-scheduled.json"),
-        include_str!("../events/retention-scheduler.json"),
-        include_str!("../events/retention-run.json"),
+        include_str!("../../events/retention-scheduled.json"),
+        include_str!("../../events/retention-scheduler.json"),
+        include_str!("../../events/retention-run.json"),
     ];
     for (i, event) in events.into_iter().enumerate() {
         let db = TestDb::migrated().await;

@@ -8,7 +8,7 @@
 //!
 //! Calls are counted on the server side, from moto's request recording.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! `cargo lambda invoke --data-file events/…` and by plain HTTP to the function-URL endpoint,
 //! against the harness's PostgreSQL.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

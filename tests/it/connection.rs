@@ -1,7 +1,7 @@
 //! The environment's one connection under trouble: a terminated backend, a database that is
 //! down or hangs, and TLS verification against a server with a test CA.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

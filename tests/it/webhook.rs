@@ -1,7 +1,7 @@
 //! The webhook function's handler against a real PostgreSQL: every row of the response table
 //! in all three event formats, the committed sample events, and the exactly-once effect.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
