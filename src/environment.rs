@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::aws::{Aws, DatabaseSecret, RdsIamAuth, SecretLoginError};
-use crate::config::{Config, ConfigError, DatabaseFrom};
+#[cfg(any(feature = "secrets-manager", feature = "rds-iam"))]
+use crate::aws::Aws;
+use crate::config::{Config, ConfigError, DatabaseFrom, SecretsFrom};
+#[cfg(not(all(feature = "secrets-manager", feature = "rds-iam")))]
+use crate::config::features::{missing as missing_part, Part};
 use crate::db::{Credentials, Database, DbError};
 use crate::keys::Keys;
 use crate::processor::Processor;
@@ -20,8 +23,28 @@ pub enum StartupError {
     #[error(transparent)]
     Database(#[from] DbError),
     /// The database credentials secret could not be read or parsed.
+    #[cfg(feature = "secrets-manager")]
     #[error("DATABASE_SECRET_ARN: {0}")]
     DatabaseSecret(String),
+}
+
+/// The execution environment's one AWS configuration, shared by the webhook secrets and the
+/// database login (made on first use); a build with neither Secrets Manager nor RDS IAM
+/// authentication has none.
+#[cfg(any(feature = "secrets-manager", feature = "rds-iam"))]
+type SharedAws = Arc<Aws>;
+#[cfg(not(any(feature = "secrets-manager", feature = "rds-iam")))]
+struct SharedAws;
+
+/// A new [`SharedAws`]; making it calls nothing.
+#[cfg(any(feature = "secrets-manager", feature = "rds-iam"))]
+fn shared_aws() -> SharedAws {
+    Arc::new(Aws::default())
+}
+
+#[cfg(not(any(feature = "secrets-manager", feature = "rds-iam")))]
+fn shared_aws() -> SharedAws {
+    SharedAws
 }
 
 /// The environment's database: the login from `DATABASE_URL` or from the RDS-format secret
@@ -30,33 +53,18 @@ pub enum StartupError {
 /// RDS-managed secret without `DATABASE_HOST`) stops the cold start naming the setting. Does
 /// not connect; the first use does.
 pub async fn database(config: &Config) -> Result<Database, StartupError> {
-    database_with(config, Arc::new(Aws::default())).await
+    database_with(config, &shared_aws()).await
 }
 
-async fn database_with(config: &Config, aws: Arc<Aws>) -> Result<Database, StartupError> {
-    let (mut pg, secret) = match &config.database.from {
-        DatabaseFrom::Url(url) => (config.database.url_login(url)?, None),
+async fn database_with(config: &Config, aws: &SharedAws) -> Result<Database, StartupError> {
+    let (mut pg, mut credentials) = match &config.database.from {
+        DatabaseFrom::Url(url) => (config.database.url_login(url)?, Credentials::Fixed),
         DatabaseFrom::SecretsManager {
             arn,
             min_refresh_interval,
-        } => {
-            let secret = DatabaseSecret::load(
-                aws.clone(),
-                arn,
-                *min_refresh_interval,
-                config.database.endpoint.clone(),
-                // An IAM token stands in for the password.
-                !config.database.iam_auth,
-            )
-            .await
-            .map_err(|e| match e {
-                SecretLoginError::Unreadable(why) => StartupError::DatabaseSecret(why),
-                SecretLoginError::Incomplete(setting) => StartupError::Config(setting),
-            })?;
-            (secret.login(), Some(secret))
-        }
+        } => secret_login(config, arn, *min_refresh_interval, aws).await?,
     };
-    let credentials = if config.database.iam_auth {
+    if config.database.iam_auth {
         if let Some(user) = &config.database.iam_user {
             pg.user(user);
         }
@@ -69,21 +77,90 @@ async fn database_with(config: &Config, aws: Arc<Aws>) -> Result<Database, Start
             }
             .into());
         }
-        let iam = RdsIamAuth::new(aws).await.map_err(|problem| ConfigError {
-            setting: "AWS_REGION",
-            problem,
-        })?;
-        Credentials::IamToken(iam)
-    } else {
-        match secret {
-            Some(secret) => Credentials::Secret(Arc::new(secret)),
-            None => Credentials::Fixed,
-        }
-    };
+        credentials = iam_credentials(aws).await?;
+    }
     Ok(Database::with_credentials(
         config.database.settings(pg),
         credentials,
     )?)
+}
+
+/// The login held in the RDS-format secret `arn`, read now, and the credentials that read it
+/// again when the server refuses it.
+#[cfg(feature = "secrets-manager")]
+async fn secret_login(
+    config: &Config,
+    arn: &str,
+    min_refresh_interval: std::time::Duration,
+    aws: &SharedAws,
+) -> Result<(tokio_postgres::Config, Credentials), StartupError> {
+    use crate::aws::{DatabaseSecret, SecretLoginError};
+    let secret = DatabaseSecret::load(
+        aws.clone(),
+        arn,
+        min_refresh_interval,
+        config.database.endpoint.clone(),
+        // An IAM token stands in for the password.
+        !config.database.iam_auth,
+    )
+    .await
+    .map_err(|e| match e {
+        SecretLoginError::Unreadable(why) => StartupError::DatabaseSecret(why),
+        SecretLoginError::Incomplete(setting) => StartupError::Config(setting),
+    })?;
+    Ok((secret.login(), Credentials::Secret(Arc::new(secret))))
+}
+
+#[cfg(not(feature = "secrets-manager"))]
+async fn secret_login(
+    _: &Config,
+    _: &str,
+    _: std::time::Duration,
+    _: &SharedAws,
+) -> Result<(tokio_postgres::Config, Credentials), StartupError> {
+    Err(missing_part("DATABASE_SECRET_ARN", Part::SecretsManager).into())
+}
+
+/// RDS IAM authentication with the environment's region and credentials.
+#[cfg(feature = "rds-iam")]
+async fn iam_credentials(aws: &SharedAws) -> Result<Credentials, StartupError> {
+    let iam = crate::aws::RdsIamAuth::new(aws.clone())
+        .await
+        .map_err(|problem| ConfigError {
+            setting: "AWS_REGION",
+            problem,
+        })?;
+    Ok(Credentials::IamToken(iam))
+}
+
+#[cfg(not(feature = "rds-iam"))]
+async fn iam_credentials(_: &SharedAws) -> Result<Credentials, StartupError> {
+    Err(missing_part("DATABASE_IAM_AUTH", Part::RdsIam).into())
+}
+
+/// The webhook secrets from where `from` says, Secrets Manager read through `aws`.
+#[cfg_attr(not(feature = "secrets-manager"), allow(unused_variables))]
+fn keys(config: &Config, from: &SecretsFrom, aws: &SharedAws) -> Result<Keys, StartupError> {
+    let sources = Arc::new(config.sources.clone());
+    Ok(match from {
+        SecretsFrom::Env(document) => Keys::from_document(sources, document),
+        #[cfg(feature = "secrets-manager")]
+        SecretsFrom::SecretsManager {
+            arn,
+            min_refresh_interval,
+            max_age,
+        } => Keys::from_secrets_manager(
+            sources,
+            arn,
+            *min_refresh_interval,
+            *max_age,
+            aws.clone(),
+        ),
+        #[cfg(not(feature = "secrets-manager"))]
+        SecretsFrom::SecretsManager { .. } => {
+            return Err(missing_part("HOOKCLAIM_SECRETS_ARN", Part::SecretsManager).into())
+        }
+    })
 }
 
 /// The webhook function's state. Reads the webhook secrets, connects and brings the schema up to
@@ -95,10 +172,9 @@ pub async fn webhook<P: Processor>(
 ) -> Result<Webhook<P>, StartupError> {
     let secrets = config.require_secrets()?;
     processor.start().await;
-    // One AWS configuration for the environment, shared by the secrets and the database.
-    let aws = Arc::new(Aws::default());
-    let keys = Keys::with_aws(Arc::new(config.sources.clone()), secrets, aws.clone());
-    let db = database_with(config, aws).await?;
+    let aws = shared_aws();
+    let keys = keys(config, secrets, &aws)?;
+    let db = database_with(config, &aws).await?;
     let webhook = Webhook::new(config, keys, db, processor);
     match webhook.keys().current().await {
         Ok(ring) => {

@@ -89,6 +89,7 @@ impl Forwarder {
                     .get("content-type")
                     .map_or("application/json", String::as_str),
             ),
+            #[cfg(feature = "destinations")]
             Body::ClaimCheck(json) => (Bytes::from(json), "application/json"),
         };
         let mut req = http::Request::post(self.url.clone())
@@ -161,6 +162,7 @@ pub(crate) enum Body {
     /// The delivery's payload, with its content type.
     Payload,
     /// A JSON claim check standing in for it.
+    #[cfg(feature = "destinations")]
     ClaimCheck(String),
 }
 

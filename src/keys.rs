@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, RwLock};
 
+#[cfg(feature = "secrets-manager")]
 use crate::aws::Aws;
-use crate::config::{SecretsFrom, Source};
+use crate::config::Source;
 use crate::secret::{Secret, SecretError, SecretsDocument};
 
 /// Secrets by source name, ready for verification. A source whose secret is unusable is kept
@@ -95,6 +96,7 @@ pub enum KeysError {
 
 enum Loader {
     Env(String),
+    #[cfg(feature = "secrets-manager")]
     SecretsManager { arn: String, aws: Arc<Aws> },
 }
 
@@ -125,35 +127,40 @@ pub struct Keys {
 }
 
 impl Keys {
-    #[cfg(feature = "internals")]
-    /// Secrets for `sources` from `from`, with an AWS configuration of their own. Nothing is
-    /// fetched until first use.
-    pub fn new(sources: Arc<BTreeMap<String, Source>>, from: &SecretsFrom) -> Self {
-        Self::with_aws(sources, from, Arc::new(Aws::default()))
+    /// Secrets for `sources` from the document in `HOOKCLAIM_SECRETS`, which never changes.
+    pub fn from_document(sources: Arc<BTreeMap<String, Source>>, document: &str) -> Self {
+        Self::with_loader(
+            sources,
+            Loader::Env(document.to_owned()),
+            Duration::MAX,
+            Duration::MAX,
+        )
     }
 
-    /// Secrets for `sources` from `from`, read through the environment's shared `aws`. Nothing
-    /// is fetched until first use.
-    pub fn with_aws(
+    #[cfg(feature = "secrets-manager")]
+    /// Secrets for `sources` from the Secrets Manager secret `arn`, read through the
+    /// environment's shared `aws`: refreshed after a failed verification at most once per
+    /// `min_refresh_interval`, and once older than `max_age`. Nothing is fetched until first use.
+    pub fn from_secrets_manager(
         sources: Arc<BTreeMap<String, Source>>,
-        from: &SecretsFrom,
+        arn: &str,
+        min_refresh_interval: Duration,
+        max_age: Duration,
         aws: Arc<Aws>,
     ) -> Self {
-        let (loader, min_refresh_interval, max_age) = match from {
-            SecretsFrom::Env(doc) => (Loader::Env(doc.clone()), Duration::MAX, Duration::MAX),
-            SecretsFrom::SecretsManager {
-                arn,
-                min_refresh_interval,
-                max_age,
-            } => (
-                Loader::SecretsManager {
-                    arn: arn.clone(),
-                    aws,
-                },
-                *min_refresh_interval,
-                *max_age,
-            ),
+        let loader = Loader::SecretsManager {
+            arn: arn.to_owned(),
+            aws,
         };
+        Self::with_loader(sources, loader, min_refresh_interval, max_age)
+    }
+
+    fn with_loader(
+        sources: Arc<BTreeMap<String, Source>>,
+        loader: Loader,
+        min_refresh_interval: Duration,
+        max_age: Duration,
+    ) -> Self {
         Keys {
             sources,
             loader,
@@ -167,7 +174,7 @@ impl Keys {
     }
 
     #[cfg(feature = "internals")]
-    /// How many times the secrets were fetched from their store.
+    /// How many times the secrets were read from their store (the document or Secrets Manager).
     pub fn fetch_count(&self) -> u64 {
         self.fetches.load(Ordering::Relaxed)
     }
@@ -272,10 +279,11 @@ impl Keys {
     }
 
     async fn fetch(&self) -> Result<Keyring, KeysError> {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
         let doc = match &self.loader {
             Loader::Env(doc) => doc.clone(),
+            #[cfg(feature = "secrets-manager")]
             Loader::SecretsManager { arn, aws } => {
-                self.fetches.fetch_add(1, Ordering::Relaxed);
                 aws.secret_string(arn).await.map_err(KeysError::Fetch)?
             }
         };

@@ -37,17 +37,31 @@
 //!
 //! Configuration is read from environment variables at cold start ([`config`]); signature
 //! verification can also be used on its own ([`verify`]).
+//!
+//! # Features
+//!
+//! The parts not every function needs are Cargo features, all on by default: `secrets-manager`
+//! (webhook secrets and the database login from Secrets Manager), `rds-iam` (RDS IAM
+//! authentication), `destinations` (the fan-out to SQS, EventBridge, Step Functions and signed
+//! HTTP endpoints) and `forward` (the HTTP forwarder). A function that reads its secrets and
+//! login from environment variables and runs its own processor needs none of them: with
+//! `default-features = false` it builds no AWS SDK, rustls or aws-lc. A setting that asks for a
+//! part the build left out stops the cold start with an error naming the setting and the
+//! feature.
 
 #![warn(missing_docs)]
 
 /// Declares the crate's internal modules: private, or public and hidden from the documentation
 /// with the `internals` feature, which only hookclaim's own tests, benchmarks and fuzz targets
 /// enable. Nothing behind that feature is part of the API.
+/// A module's own attributes (the feature it belongs to) go before its name.
 macro_rules! internal_modules {
-    ($($name:ident),* $(,)?) => {$(
+    ($($(#[$attr:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$attr])*
         #[cfg(feature = "internals")]
         #[doc(hidden)]
         pub mod $name;
+        $(#[$attr])*
         #[cfg(not(feature = "internals"))]
         mod $name;
     )*};
@@ -58,11 +72,18 @@ pub mod handshake;
 pub mod verify;
 
 internal_modules!(
+    #[cfg(any(
+        feature = "secrets-manager",
+        feature = "rds-iam",
+        feature = "destinations"
+    ))]
     aws,
     connection,
     db,
+    #[cfg(feature = "destinations")]
     destinations,
     environment,
+    #[cfg(feature = "forward")]
     forward,
     function,
     invocation,
@@ -82,7 +103,9 @@ internal_modules!(
 );
 
 pub use config::{Config, ConfigError};
+#[cfg(feature = "destinations")]
 pub use destinations::Destinations;
+#[cfg(feature = "forward")]
 pub use forward::{ForwardConflict, Forwarder};
 pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
 pub use licence::Licences;

@@ -2,13 +2,14 @@
 //! (`HOOKCLAIM_PROCESSOR`). Both shipped binaries run [`Shipped::from_config`], so the webhook
 //! and retention functions can never run different processors.
 
-use std::sync::Arc;
-
 use tokio_postgres::Transaction;
 
-use crate::aws::Aws;
 use crate::config::{Config, ProcessorChoice};
+#[cfg(not(all(feature = "forward", feature = "destinations")))]
+use crate::config::features::{missing as missing_part, Part};
+#[cfg(feature = "destinations")]
 use crate::destinations::Destinations;
+#[cfg(feature = "forward")]
 use crate::forward::{ForwardConflict, Forwarder};
 use crate::licence::Licences;
 use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly};
@@ -21,8 +22,10 @@ pub enum Shipped {
     /// The in-transaction example: one licence key per order.
     Licence(Licences),
     /// Posts each delivery to `FORWARD_URL` with an idempotency key.
+    #[cfg(feature = "forward")]
     Forward(Box<Forwarder>),
     /// Fans each delivery out to its source's destinations (`HOOKCLAIM_DESTINATIONS`).
+    #[cfg(feature = "destinations")]
     Destinations(Box<Destinations>),
 }
 
@@ -32,6 +35,7 @@ impl Shipped {
         Ok(match &config.processor {
             ProcessorChoice::Store => Shipped::Store(StoreOnly),
             ProcessorChoice::Licence => Shipped::Licence(Licences),
+            #[cfg(feature = "forward")]
             ProcessorChoice::Forward {
                 url,
                 timeout,
@@ -48,48 +52,53 @@ impl Shipped {
                 }
                 Shipped::Forward(Box::new(forwarder))
             }
+            #[cfg(feature = "destinations")]
             ProcessorChoice::Destinations(destinations) => Shipped::Destinations(Box::new(
-                Destinations::new(destinations, Arc::new(Aws::default()))?,
+                Destinations::new(destinations, std::sync::Arc::default())?,
             )),
+            // A configuration read by `Config::from_lookup` never gets here: it refuses these
+            // settings in a build without their part.
+            #[cfg(not(feature = "forward"))]
+            ProcessorChoice::Forward { .. } => {
+                return Err(missing_part("HOOKCLAIM_PROCESSOR", Part::Forward).into())
+            }
+            #[cfg(not(feature = "destinations"))]
+            ProcessorChoice::Destinations(_) => {
+                return Err(missing_part("HOOKCLAIM_PROCESSOR", Part::Destinations).into())
+            }
         })
     }
 }
 
+/// Runs `$body` with `$p` bound to the processor `$shipped` holds, whichever it is.
+macro_rules! each {
+    ($shipped:expr, $p:ident => $body:expr) => {
+        match $shipped {
+            Shipped::Store($p) => $body,
+            Shipped::Licence($p) => $body,
+            #[cfg(feature = "forward")]
+            Shipped::Forward($p) => $body,
+            #[cfg(feature = "destinations")]
+            Shipped::Destinations($p) => $body,
+        }
+    };
+}
+
 impl Processor for Shipped {
     fn name(&self) -> &'static str {
-        match self {
-            Shipped::Store(p) => p.name(),
-            Shipped::Licence(p) => p.name(),
-            Shipped::Forward(p) => p.name(),
-            Shipped::Destinations(p) => p.name(),
-        }
+        each!(self, p => p.name())
     }
 
     fn store_only(&self) -> bool {
-        match self {
-            Shipped::Store(p) => p.store_only(),
-            Shipped::Licence(p) => p.store_only(),
-            Shipped::Forward(p) => p.store_only(),
-            Shipped::Destinations(p) => p.store_only(),
-        }
+        each!(self, p => p.store_only())
     }
 
     async fn start(&self) {
-        match self {
-            Shipped::Store(p) => p.start().await,
-            Shipped::Licence(p) => p.start().await,
-            Shipped::Forward(p) => p.start().await,
-            Shipped::Destinations(p) => p.start().await,
-        }
+        each!(self, p => p.start().await)
     }
 
     async fn setup(&self, tx: &Transaction<'_>) -> Result<(), tokio_postgres::Error> {
-        match self {
-            Shipped::Store(p) => p.setup(tx).await,
-            Shipped::Licence(p) => p.setup(tx).await,
-            Shipped::Forward(p) => p.setup(tx).await,
-            Shipped::Destinations(p) => p.setup(tx).await,
-        }
+        each!(self, p => p.setup(tx).await)
     }
 
     async fn process(
@@ -97,11 +106,6 @@ impl Processor for Shipped {
         delivery: &Delivery,
         work: &mut Work<'_>,
     ) -> Result<Outcome, ProcessError> {
-        match self {
-            Shipped::Store(p) => p.process(delivery, work).await,
-            Shipped::Licence(p) => p.process(delivery, work).await,
-            Shipped::Forward(p) => p.process(delivery, work).await,
-            Shipped::Destinations(p) => p.process(delivery, work).await,
-        }
+        each!(self, p => p.process(delivery, work).await)
     }
 }

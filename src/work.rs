@@ -69,6 +69,7 @@ impl<'c> Work<'c> {
     /// The connection and the claim, for a statement that must commit on its own, before and
     /// whatever the delivery's transaction concludes (a destination's progress). `None` once the
     /// transaction is open, when such a statement would join it, or without a claim.
+    #[cfg(feature = "destinations")]
     pub(crate) fn outside(&self) -> Option<(&Conn, &Attempt<'c>)> {
         match (&self.attempt, self.open) {
             (Some(at), false) => Some((&*self.conn, at)),

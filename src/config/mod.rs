@@ -3,6 +3,7 @@
 
 mod database;
 mod destinations;
+pub(crate) mod features;
 mod processing;
 mod sources;
 
@@ -85,6 +86,7 @@ impl Config {
         if let ProcessorChoice::Destinations(d) = &config.processor {
             destinations::check_sources(d, &config.sources)?;
         }
+        features::check(&config, features::Part::in_build)?;
         Ok(config)
     }
 

@@ -25,6 +25,7 @@ mod tls;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "secrets-manager")]
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +34,10 @@ use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
-use crate::aws::{DatabaseSecret, RdsIamAuth};
+#[cfg(feature = "secrets-manager")]
+use crate::aws::DatabaseSecret;
+#[cfg(feature = "rds-iam")]
+use crate::aws::RdsIamAuth;
 use crate::config::{DbSettings, TlsMode};
 use crate::connection::{Conn, Hot};
 
@@ -101,10 +105,12 @@ pub enum Credentials {
     /// The login in an RDS-format secret (`DATABASE_SECRET_ARN`), which replaces
     /// [`DbSettings::pg`]'s host, port, user, password and database. When the server refuses
     /// it, the secret is read again (rate-limited) and the connect is tried once more.
+    #[cfg(feature = "secrets-manager")]
     Secret(Arc<DatabaseSecret>),
     /// RDS IAM authentication (`DATABASE_IAM_AUTH`): a token signed at each connect for
     /// [`DbSettings::pg`]'s user, host and port is the password, so it is never older than the
     /// connection attempt.
+    #[cfg(feature = "rds-iam")]
     IamToken(RdsIamAuth),
 }
 
@@ -116,7 +122,9 @@ impl Credentials {
     ) -> Result<tokio_postgres::Config, DbError> {
         match self {
             Credentials::Fixed => Ok(base.clone()),
+            #[cfg(feature = "secrets-manager")]
             Credentials::Secret(secret) => Ok(secret.login()),
+            #[cfg(feature = "rds-iam")]
             Credentials::IamToken(iam) => {
                 let (Some(Host::Tcp(host)), Some(user)) =
                     (base.get_hosts().first(), base.get_user())
@@ -140,9 +148,12 @@ impl Credentials {
     /// After the server refused the login: true when a different login is now to be had.
     async fn renew(&self) -> bool {
         match self {
+            #[cfg(feature = "secrets-manager")]
             Credentials::Secret(secret) => secret.refresh().await,
+            Credentials::Fixed => false,
             // A token is already signed afresh for every attempt.
-            Credentials::Fixed | Credentials::IamToken(_) => false,
+            #[cfg(feature = "rds-iam")]
+            Credentials::IamToken(_) => false,
         }
     }
 }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_credential_types::Credentials as AwsCredentials;
-use hookclaim::aws::{rds_auth_token, Aws, RdsIamAuth};
+use hookclaim::aws::rds_iam::rds_auth_token;
+use hookclaim::aws::{Aws, RdsIamAuth};
 use hookclaim::db::Credentials;
 use hookclaim::processor::StoreOnly;
 use hookclaim::webhook::Webhook;

@@ -1,88 +1,12 @@
-//! Everything hookclaim asks of AWS, made through aws-config so that the standard settings apply
-//! (region, credentials, and `AWS_ENDPOINT_URL` and friends for a local endpoint in tests): the
-//! environment's shared configuration, secret reads, the database login held in an RDS-format
-//! secret, RDS IAM authentication tokens, and the clients of the destinations deliveries fan
-//! out to (SQS, EventBridge, Step Functions).
+//! Secrets Manager: a secret's string value, and the database login held in an RDS-format
+//! secret, read once and again when the server refuses it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use aws_config::{BehaviorVersion, SdkConfig};
-use aws_credential_types::provider::ProvideCredentials;
-use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{
-    sign, SignableBody, SignableRequest, SignatureLocation, SigningSettings,
-};
-use tokio::sync::OnceCell;
-
+use super::Aws;
 use crate::config::{ConfigError, Endpoint, LoginParts};
-
-/// The execution environment's AWS configuration and clients, made on first use and shared by
-/// everything that calls AWS. Making them calls nothing; an environment configured entirely
-/// from environment variables never makes them.
-#[derive(Default)]
-pub struct Aws {
-    config: OnceCell<SdkConfig>,
-    secrets_manager: OnceCell<aws_sdk_secretsmanager::Client>,
-    sqs: OnceCell<aws_sdk_sqs::Client>,
-    eventbridge: OnceCell<aws_sdk_eventbridge::Client>,
-    step_functions: OnceCell<aws_sdk_sfn::Client>,
-}
-
-impl Aws {
-    /// Clients made from `config` instead of the environment's defaults (another endpoint).
-    pub fn with_config(config: SdkConfig) -> Self {
-        Aws {
-            config: OnceCell::new_with(Some(config)),
-            ..Aws::default()
-        }
-    }
-
-    /// The configuration from the environment (variables, profile files, the Lambda role).
-    pub async fn config(&self) -> &SdkConfig {
-        self.config
-            .get_or_init(|| aws_config::load_defaults(BehaviorVersion::latest()))
-            .await
-    }
-
-    /// The Secrets Manager client.
-    pub async fn secrets_manager(&self) -> &aws_sdk_secretsmanager::Client {
-        let config = self.config().await;
-        self.secrets_manager
-            .get_or_init(|| async { aws_sdk_secretsmanager::Client::new(config) })
-            .await
-    }
-
-    /// The SQS client.
-    pub async fn sqs(&self) -> &aws_sdk_sqs::Client {
-        let config = self.config().await;
-        self.sqs
-            .get_or_init(|| async { aws_sdk_sqs::Client::new(config) })
-            .await
-    }
-
-    /// The EventBridge client.
-    pub async fn eventbridge(&self) -> &aws_sdk_eventbridge::Client {
-        let config = self.config().await;
-        self.eventbridge
-            .get_or_init(|| async { aws_sdk_eventbridge::Client::new(config) })
-            .await
-    }
-
-    /// The Step Functions client.
-    pub async fn step_functions(&self) -> &aws_sdk_sfn::Client {
-        let config = self.config().await;
-        self.step_functions
-            .get_or_init(|| async { aws_sdk_sfn::Client::new(config) })
-            .await
-    }
-
-    /// Reads a secret's string value: one `GetSecretValue` call.
-    pub async fn secret_string(&self, secret_id: &str) -> Result<String, String> {
-        secret_string(self.secrets_manager().await, secret_id).await
-    }
-}
 
 /// Reads a secret's string value. The error says why, never what the secret holds.
 pub async fn secret_string(
@@ -267,116 +191,6 @@ impl DatabaseSecret {
     }
 }
 
-/// How long an RDS IAM authentication token is valid (the most RDS accepts). A token only
-/// needs to be valid when the connection is opened; it is signed afresh for each connect.
-pub const RDS_TOKEN_LIFETIME: Duration = Duration::from_secs(900);
-
-/// RDS IAM authentication: a token signed with the environment's AWS credentials stands in for
-/// the database password.
-pub struct RdsIamAuth {
-    aws: Arc<Aws>,
-    region: String,
-}
-
-impl RdsIamAuth {
-    /// Reads the region from the AWS configuration (`AWS_REGION` in Lambda); fails without one.
-    pub async fn new(aws: Arc<Aws>) -> Result<Self, String> {
-        let region =
-            aws.config().await.region().map(|r| r.to_string()).ok_or(
-                "no AWS region is configured (AWS_REGION); RDS IAM tokens are signed for one",
-            )?;
-        Ok(RdsIamAuth { aws, region })
-    }
-
-    /// A token for `user` at `host:port`, signed now with the current credentials.
-    pub async fn token(&self, host: &str, port: u16, user: &str) -> Result<String, String> {
-        let provider = self
-            .aws
-            .config()
-            .await
-            .credentials_provider()
-            .ok_or("no AWS credentials provider is configured")?;
-        let credentials = provider
-            .provide_credentials()
-            .await
-            .map_err(|e| format!("cannot get AWS credentials: {e}"))?;
-        rds_auth_token(
-            &credentials,
-            &self.region,
-            host,
-            port,
-            user,
-            SystemTime::now(),
-        )
-    }
-}
-
-/// An RDS IAM authentication token: the SigV4-presigned query string of an `rds-db` `connect`
-/// request for `DBUser`, valid for [`RDS_TOKEN_LIFETIME`], without a scheme
-/// (`host:port/?Action=connect&DBUser=…&X-Amz-Algorithm=…&X-Amz-Signature=…`), with its
-/// parameters in the order AWS's own SDKs write them.
-pub fn rds_auth_token(
-    credentials: &Credentials,
-    region: &str,
-    host: &str,
-    port: u16,
-    user: &str,
-    now: SystemTime,
-) -> Result<String, String> {
-    let endpoint = format!("{host}:{port}");
-    let operation = format!("Action=connect&DBUser={}", uri_encode(user));
-    let url = format!("https://{endpoint}/?{operation}");
-
-    let mut settings = SigningSettings::default();
-    settings.signature_location = SignatureLocation::QueryParams;
-    settings.expires_in = Some(RDS_TOKEN_LIFETIME);
-    let identity = credentials.clone().into();
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name("rds-db")
-        .time(now)
-        .settings(settings)
-        .build()
-        .map_err(|e| format!("cannot sign an RDS IAM token: {e}"))?
-        .into();
-    let request = SignableRequest::new("GET", &url, std::iter::empty(), SignableBody::Bytes(&[]))
-        .map_err(|e| format!("cannot sign an RDS IAM token for {endpoint}: {e}"))?;
-    let (instructions, _) = sign(request, &params)
-        .map_err(|e| format!("cannot sign an RDS IAM token: {e}"))?
-        .into_parts();
-
-    const ORDER: [&str; 7] = [
-        "X-Amz-Algorithm",
-        "X-Amz-Credential",
-        "X-Amz-Date",
-        "X-Amz-Expires",
-        "X-Amz-SignedHeaders",
-        "X-Amz-Security-Token",
-        "X-Amz-Signature",
-    ];
-    let mut auth = instructions.params().to_vec();
-    auth.sort_by_key(|(name, _)| ORDER.iter().position(|o| o == name));
-    let mut token = format!("{endpoint}/?{operation}");
-    for (name, value) in auth {
-        token.push_str(&format!("&{name}={}", uri_encode(&value)));
-    }
-    Ok(token)
-}
-
-/// Percent-encodes all but RFC 3986's unreserved characters, as SigV4 requires.
-fn uri_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,11 +268,5 @@ mod tests {
         // With IAM authentication the password is not needed.
         let parts = rds_secret_parts(r#"{"username":"a","host":"h"}"#).unwrap();
         assert!(none.apply(parts, "DATABASE_SECRET_ARN", false).is_ok());
-    }
-
-    #[test]
-    fn uri_encoding_keeps_only_unreserved_characters() {
-        assert_eq!(uri_encode("iam_user-1.x~"), "iam_user-1.x~");
-        assert_eq!(uri_encode("a b/c+d=é"), "a%20b%2Fc%2Bd%3D%C3%A9");
     }
 }
