@@ -2,7 +2,14 @@
 """Checks that every hookclaim metric the template's alarms and dashboard read is one the
 functions emit, with the same name and dimensions.
 
-    scripts/check-metrics.py template.yaml LOG [LOG...]
+    scripts/check-metrics.py [--stack-name NAME] template.yaml LOG [LOG...]
+    scripts/check-metrics.py [--stack-name NAME] --namespace template.yaml
+
+The template's namespaces may depend on the stack's name (`!Sub hookclaim/${AWS::StackName}`):
+they are read as for a stack called NAME (default `hookclaim-check`). `--namespace` prints the
+namespace the template's functions emit under, their HOOKCLAIM_METRICS_NAMESPACE (the functions'
+default, `hookclaim`, when the template sets none), so that functions run locally for the check
+emit under the same one.
 
 The template's side: each AWS::CloudWatch::Alarm (MetricName/Namespace/Dimensions, or the
 MetricStat entries of its Metrics) and each metric of the AWS::CloudWatch::Dashboard's widgets
@@ -41,16 +48,32 @@ def _intrinsic(loader, suffix, node):
 
 CfnLoader.add_multi_constructor("!", _intrinsic)
 
-NAMESPACE = "hookclaim"
+# The functions' namespace when HOOKCLAIM_METRICS_NAMESPACE is not set.
+DEFAULT_NAMESPACE = "hookclaim"
+DEFAULT_STACK = "hookclaim-check"
 SEARCH = re.compile(r"SEARCH\(\s*'\{([^}]*)\}\s*([^']*)'")
 TERM = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 
 
-def substitute(template):
-    """Resolves a Fn::Sub string enough to parse it: region, stack, attributes."""
+def substitute(template, stack):
+    """Resolves a Fn::Sub string enough to parse it: the stack's name as given, other names
+    (region, attributes) as placeholders."""
     if isinstance(template, list):
         template = template[0]
-    return re.sub(r"\$\{([^}!]+)\}", lambda m: "sub-" + m.group(1).replace(":", "-"), template)
+
+    def name(m):
+        if m.group(1) == "AWS::StackName":
+            return stack
+        return "sub-" + m.group(1).replace(":", "-")
+
+    return re.sub(r"\$\{([^}!]+)\}", name, template)
+
+
+def namespace_of(value, stack, where):
+    """A namespace as the template writes it: a literal, or a Fn::Sub of the stack's name."""
+    if isinstance(value, dict) and list(value) == ["Fn::Sub"]:
+        return substitute(value["Fn::Sub"], stack)
+    return plain(value, where)
 
 
 def plain(value, where):
@@ -59,7 +82,7 @@ def plain(value, where):
     return str(value)
 
 
-def watched(template):
+def watched(template, stack):
     """(where, namespace, name, dimension keys, {key: value}) for each metric read."""
     out = []
     for rid, res in template.get("Resources", {}).items():
@@ -73,9 +96,10 @@ def watched(template):
                     stats.append(m["MetricStat"]["Metric"])
             for s in stats:
                 dims = {plain(d["Name"], rid): plain(d["Value"], rid) for d in s.get("Dimensions", [])}
-                out.append((f"alarm {rid}", s["Namespace"], s["MetricName"], frozenset(dims), dims))
+                namespace = namespace_of(s["Namespace"], stack, rid)
+                out.append((f"alarm {rid}", namespace, s["MetricName"], frozenset(dims), dims))
         elif res.get("Type") == "AWS::CloudWatch::Dashboard":
-            body = json.loads(substitute(props["DashboardBody"]["Fn::Sub"]))
+            body = json.loads(substitute(props["DashboardBody"]["Fn::Sub"], stack))
             for widget in body["widgets"]:
                 title = f"dashboard {rid} '{widget['properties'].get('title', '')}'"
                 previous = []
@@ -131,15 +155,42 @@ def emitted(paths):
     return seen
 
 
+def functions_namespace(template, stack):
+    """The namespace the template's functions emit under: each one's HOOKCLAIM_METRICS_NAMESPACE
+    (its own, else the Globals', else the default), which must be the same for all of them."""
+
+    def setting(props, where):
+        value = props.get("Environment", {}).get("Variables", {}).get("HOOKCLAIM_METRICS_NAMESPACE")
+        return None if value is None else namespace_of(value, stack, where)
+
+    shared = setting(template.get("Globals", {}).get("Function", {}), "Globals")
+    found = {}
+    for rid, res in template.get("Resources", {}).items():
+        if res.get("Type") == "AWS::Serverless::Function":
+            own = setting(res.get("Properties", {}), rid)
+            found[rid] = own or shared or DEFAULT_NAMESPACE
+    if len(set(found.values())) > 1:
+        raise SystemExit(f"the functions emit under different namespaces: {found}")
+    return next(iter(found.values()), shared or DEFAULT_NAMESPACE)
+
+
 def main(argv):
-    if len(argv) < 3:
+    args = argv[1:]
+    stack = DEFAULT_STACK
+    if args[:1] == ["--stack-name"] and len(args) > 1:
+        stack, args = args[1], args[2:]
+    if args[:1] == ["--namespace"] and len(args) == 2:
+        with open(args[1], encoding="utf-8") as f:
+            print(functions_namespace(yaml.load(f, Loader=CfnLoader), stack))
+        return 0
+    if len(args) < 2 or args[0].startswith("--"):
         raise SystemExit(__doc__)
-    with open(argv[1], encoding="utf-8") as f:
+    with open(args[0], encoding="utf-8") as f:
         template = yaml.load(f, Loader=CfnLoader)
-    seen = emitted(argv[2:])
+    seen = emitted(args[1:])
     missing = 0
     checked = 0
-    for where, namespace, name, keys, values in watched(template):
+    for where, namespace, name, keys, values in watched(template, stack):
         if namespace.startswith("AWS/"):
             print(f"skip     {namespace} {name}  ({where}: emitted by AWS)")
             continue

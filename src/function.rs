@@ -159,6 +159,7 @@ fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, Error>) -> Result<(Conf
     observe::init_logging();
     let config =
         Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
+    observe::set_namespace(&config.metrics_namespace);
     let processor =
         make(&config).inspect_err(|e| tracing::error!(error = %e, "processor not built"))?;
     Ok((config, processor))

@@ -6,13 +6,60 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-/// Metric namespace in CloudWatch.
-pub const NAMESPACE: &str = "hookclaim";
+/// The CloudWatch namespace of the metrics when `HOOKCLAIM_METRICS_NAMESPACE` is not set.
+pub const DEFAULT_NAMESPACE: &str = "hookclaim";
+
+/// The namespace every metric of this process is written under, set once at cold start.
+static NAMESPACE: OnceLock<String> = OnceLock::new();
+
+/// Sets the namespace of every metric this process writes from now on: the configuration's
+/// `HOOKCLAIM_METRICS_NAMESPACE`, set at cold start before any line is written. Like the log
+/// format, it is the process's: an execution environment runs one function with one
+/// configuration. A second call changes nothing.
+pub fn set_namespace(namespace: &str) {
+    let _ = NAMESPACE.set(namespace.to_owned());
+}
+
+/// The namespace metrics are written under: the one set at cold start, else
+/// [`DEFAULT_NAMESPACE`] (a process that never read a configuration, as a test's).
+pub fn namespace() -> &'static str {
+    NAMESPACE.get().map_or(DEFAULT_NAMESPACE, String::as_str)
+}
+
+/// Checks a namespace against CloudWatch's rules: 1 to 255 characters, each a letter, a digit,
+/// a space or one of `. - _ / # :`; not only spaces, and neither starting nor ending with one
+/// (an alarm written without them would watch another namespace); not starting with `:` or
+/// with `AWS/`, which is AWS's own. The error says which rule it breaks.
+pub fn check_namespace(namespace: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || " .-_/#:".contains(c);
+    if namespace.is_empty() || namespace.len() > 255 {
+        return Err(format!(
+            "{} characters; a namespace has 1 to 255",
+            namespace.chars().count()
+        ));
+    }
+    if let Some(c) = namespace.chars().find(|c| !allowed(*c)) {
+        return Err(format!(
+            "{c:?} is not allowed; a namespace has letters, digits, spaces and . - _ / # : only"
+        ));
+    }
+    if namespace.starts_with(' ') || namespace.ends_with(' ') {
+        return Err("a namespace may not start or end with a space".into());
+    }
+    if namespace.starts_with(':') {
+        return Err("a namespace may not start with \":\"".into());
+    }
+    if namespace.starts_with("AWS/") {
+        return Err("namespaces starting with \"AWS/\" are AWS's own".into());
+    }
+    Ok(())
+}
 
 /// The `source` dimension value of every request whose path names no configured source, so a
 /// stranger cannot create metrics (each custom metric is billed) by inventing names.
@@ -107,7 +154,7 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
         aws: Emf {
             timestamp: millis(now),
             cloud_watch_metrics: [Directive {
-                namespace: NAMESPACE,
+                namespace: namespace(),
                 dimensions: [&["source", "outcome"], &["outcome"]],
                 metrics: &METRICS[..declared],
             }],
@@ -218,11 +265,21 @@ fn level_for(status: u16) -> &'static str {
 
 /// The `_aws` block of an EMF document with the given dimension set and metric definitions.
 pub fn emf_block(now: SystemTime, dimensions: &[&str], metrics: Vec<Value>) -> Value {
+    emf_block_with_sets(now, &[dimensions], metrics)
+}
+
+/// The `_aws` block of an EMF document whose metrics are counted under each of the given
+/// dimension sets (an empty set counts them without dimensions, over everything).
+pub fn emf_block_with_sets(
+    now: SystemTime,
+    dimension_sets: &[&[&str]],
+    metrics: Vec<Value>,
+) -> Value {
     json!({
         "Timestamp": millis(now),
         "CloudWatchMetrics": [{
-            "Namespace": NAMESPACE,
-            "Dimensions": [dimensions],
+            "Namespace": namespace(),
+            "Dimensions": dimension_sets,
             "Metrics": metrics,
         }]
     })
@@ -268,7 +325,7 @@ mod tests {
         let v: Value = serde_json::from_str(&line).unwrap();
         let cw = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(v["_aws"]["Timestamp"], 10_000);
-        assert_eq!(cw["Namespace"], NAMESPACE);
+        assert_eq!(cw["Namespace"], DEFAULT_NAMESPACE);
         assert_eq!(cw["Dimensions"][0], json!(["source", "outcome"]));
         assert_eq!(cw["Dimensions"][1], json!(["outcome"]));
         assert!(v.get("requested_source").is_none());
@@ -334,6 +391,36 @@ mod tests {
         assert!(kept("event_type") <= MAX_EVENT_TYPE);
         assert!(kept("reason") <= MAX_REASON);
         assert!(!v["reason"].as_str().unwrap().contains('\u{0}'));
+    }
+
+    #[test]
+    fn namespaces_follow_cloudwatchs_rules() {
+        for good in [
+            "hookclaim",
+            "hookclaim/prod-stack",
+            "Team_A:hooks#1.v2",
+            "my hooks",
+            &"n".repeat(255),
+        ] {
+            assert_eq!(check_namespace(good), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("", "1 to 255"),
+            (&"n".repeat(256) as &str, "1 to 255"),
+            ("hooks\u{0}", "not allowed"),
+            ("hooks\n", "not allowed"),
+            ("hooks*", "not allowed"),
+            ("hooks$", "not allowed"),
+            ("héllo", "not allowed"),
+            (" hooks", "space"),
+            ("hooks ", "space"),
+            ("   ", "space"),
+            (":hooks", "\":\""),
+            ("AWS/Lambda", "AWS's own"),
+        ] {
+            let e = check_namespace(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod database;
 mod destinations;
 pub(crate) mod features;
+mod metrics;
 mod processing;
 mod sources;
 
@@ -58,6 +59,9 @@ pub struct Config {
     pub retention: RetentionSettings,
     /// Which shipped processor the shipped binaries run.
     pub processor: ProcessorChoice,
+    /// `HOOKCLAIM_METRICS_NAMESPACE`: the CloudWatch namespace of every metric (default
+    /// `hookclaim`).
+    pub metrics_namespace: String,
 }
 
 /// Looks a setting up by name; `None` when unset.
@@ -82,6 +86,7 @@ impl Config {
             retry: processing::read_retry(get)?,
             retention: processing::read_retention(get)?,
             processor: processing::read_processor(get)?,
+            metrics_namespace: metrics::read_namespace(get)?,
         };
         if let ProcessorChoice::Destinations(d) = &config.processor {
             destinations::check_sources(d, &config.sources)?;

@@ -4,7 +4,10 @@
 //! - Requests to invented source names cannot create metrics: whatever the path says, they are
 //!   counted under one `source` value, `unknown`, and every log line stays under a fixed length.
 //! - Every metric the template's alarms and dashboard read is emitted by the functions, with the
-//!   same name and dimensions (`scripts/check-metrics.py` reads the template and these logs).
+//!   same name, namespace and dimensions (`scripts/check-metrics.py` reads the template and
+//!   these logs), the functions configured with the namespace the template gives them.
+//! - `HOOKCLAIM_METRICS_NAMESPACE` names the namespace of every metric line of both functions;
+//!   one CloudWatch would refuse stops the cold start, naming the setting.
 
 use crate::support;
 
@@ -182,11 +185,60 @@ fn post(emu: &Emulator, id: &str, body: &str, secret: &str) -> (u16, String) {
     )
 }
 
+/// The stack name the template's namespaces are read for.
+const STACK: &str = "hookclaim-test";
+
+/// Runs scripts/check-metrics.py with `args` after the stack name: its status and output.
+fn check_metrics(args: &[&Path]) -> (bool, String) {
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-metrics.py"))
+        .args(["--stack-name", STACK])
+        .args(args)
+        .output()
+        .expect("python3 scripts/check-metrics.py (needs PyYAML, which cfn-lint installs)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let errors = String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), format!("{text}{errors}"))
+}
+
+/// The namespace the template's functions emit under, for stack [`STACK`].
+fn template_namespace() -> String {
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("template.yaml");
+    let (ok, text) = check_metrics(&[Path::new("--namespace"), template.as_path()]);
+    assert!(ok, "{text}");
+    text.trim().to_string()
+}
+
+/// Every metric directive's namespace in `log`, with the metric names it declares.
+fn metric_namespaces(log: &str) -> Vec<(String, Vec<String>)> {
+    json_lines(log)
+        .iter()
+        .flat_map(|line| {
+            line["_aws"]["CloudWatchMetrics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|d| {
+            let names = d["Metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["Name"].as_str().unwrap().to_string())
+                .collect();
+            (d["Namespace"].as_str().unwrap().to_string(), names)
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn every_metric_the_template_watches_is_one_the_functions_emit() {
     let db = TestDb::empty().await;
     let mut emu = Emulator::start();
-    let env = env(&db);
+    let mut env = env(&db);
+    // As the template deploys them, for a stack of that name.
+    let namespace = template_namespace();
+    env.insert("HOOKCLAIM_METRICS_NAMESPACE".into(), namespace.clone());
     emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &env);
     // The same function with its database gone, under an emulator of its own (the emulator
     // serves only the project's binary names): deliveries are answered 503 unavailable.
@@ -238,32 +290,75 @@ async fn every_metric_the_template_watches_is_one_the_functions_emit() {
         std::fs::write(&path, log).unwrap();
         logs.push(path);
     }
-    let out = std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-metrics.py"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("template.yaml"))
-        .args(&logs)
-        .output()
-        .expect("python3 scripts/check-metrics.py (needs PyYAML, which cfn-lint installs)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success(),
-        "a watched metric is not emitted:\n{text}"
-    );
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("template.yaml");
+    let mut args: Vec<&Path> = vec![template.as_path()];
+    args.extend(logs.iter().map(|p| p.as_path()));
+    let (ok, text) = check_metrics(&args);
+    println!("namespace {namespace} (stack {STACK})\n{text}");
+    assert!(ok, "a watched metric is not emitted:\n{text}");
     assert!(text.contains("0 not emitted"), "{text}");
     // And the check does catch a metric nothing emits: without the retention function's log, its
     // metrics are reported missing.
-    let out = std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-metrics.py"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("template.yaml"))
-        .args(&logs[..2])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success(), "{text}");
+    let (ok, text) = check_metrics(&args[..3]);
+    assert!(!ok, "{text}");
     assert!(
-        text.contains("MISSING  hookclaim completed {command=run}"),
+        text.contains(&format!("MISSING  {namespace} completed {{command=run}}")),
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_metrics_namespace_setting_names_every_metric_line_of_both_functions() {
+    const NAMESPACE: &str = "hookclaim/obs-stack";
+    let db = TestDb::empty().await;
+    let mut env = env(&db);
+    env.insert("HOOKCLAIM_METRICS_NAMESPACE".into(), NAMESPACE.into());
+    let mut emu = Emulator::start();
+    emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &env);
+    let mut retention_env = env.clone();
+    retention_env.remove("HOOKCLAIM_SECRETS");
+    emu.run_function("retention", env!("CARGO_BIN_EXE_retention"), &retention_env);
+
+    let secret = support::GITHUB_SECRET;
+    let order = r#"{"order_id":"namespace-order-1"}"#;
+    assert_eq!(post(&emu, "ns-1", order, secret).0, 200);
+    assert_eq!(post(&emu, "ns-2", order, "not-the-secret").0, 401);
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("events");
+    let report = emu.invoke("retention", &events.join("retention-scheduler.json"));
+    assert_eq!(report["command"], "run", "{report}");
+
+    let webhook = metric_namespaces(&emu.logs("webhook"));
+    let retention = metric_namespaces(&emu.logs("retention"));
+    println!("webhook metric lines: {webhook:?}\nretention metric lines: {retention:?}");
+    assert_eq!(webhook.len(), 2, "one line per delivery");
+    assert!(!retention.is_empty(), "the run's report");
+    for (namespace, names) in webhook.iter().chain(&retention) {
+        assert_eq!(namespace, NAMESPACE, "{names:?}");
+    }
+}
+
+#[test]
+fn a_namespace_cloudwatch_would_refuse_stops_the_cold_start_naming_the_setting() {
+    for bad in ["AWS/Lambda", "hooks*", " hookclaim"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_webhook"))
+            .env_clear()
+            .envs(support::local_env())
+            .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+            .env("HOOKCLAIM_METRICS_NAMESPACE", bad)
+            .output()
+            .expect("run the webhook binary");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        println!("HOOKCLAIM_METRICS_NAMESPACE={bad:?}: {}", printed.trim());
+        assert!(!out.status.success(), "{bad:?}: {printed}");
+        assert!(
+            printed.contains("bad configuration")
+                && printed.contains("HOOKCLAIM_METRICS_NAMESPACE: "),
+            "{bad:?}: {printed}"
+        );
+    }
 }
