@@ -92,7 +92,21 @@ pub enum KeysError {
     /// Secrets Manager could not be read.
     #[error("cannot read webhook secrets from Secrets Manager: {0}")]
     Fetch(String),
+    /// The cached secrets are too old to use and could not be read again.
+    #[error(
+        "webhook secrets are {age_secs} s old, past {STALE_AFTER_MAX_AGES} times \
+         HOOKCLAIM_SECRETS_MAX_AGE_SECS, and reading them again failed: not verifying with them"
+    )]
+    Stale {
+        /// Seconds since they were read.
+        age_secs: u64,
+    },
 }
+
+/// How many maximum ages old cached secrets may grow while they cannot be read again, before
+/// they are refused: the maximum age itself, and a grace period as long again for a Secrets
+/// Manager outage.
+pub const STALE_AFTER_MAX_AGES: u32 = 2;
 
 enum Loader {
     Env(String),
@@ -116,7 +130,8 @@ pub struct Keys {
     loader: Loader,
     min_refresh_interval: Duration,
     /// Cached secrets older than this are read again before use, so a revoked one stops
-    /// verifying without waiting for a failed signature.
+    /// verifying without waiting for a failed signature; when that fails, they are refused
+    /// once [`STALE_AFTER_MAX_AGES`] times as old.
     max_age: Duration,
     loaded: RwLock<Option<Loaded>>,
     /// When the first load last failed.
@@ -191,7 +206,7 @@ impl Keys {
             .map(|l| (l.ring.clone(), l.at));
         match cached {
             Some((ring, at)) if at.elapsed() < self.max_age => return Ok(ring),
-            Some((ring, _)) => return Ok(self.refresh("past their maximum age").await.unwrap_or(ring)),
+            Some(_) => return self.past_max_age().await,
             None => {}
         }
         let mut slot = self.loaded.write().await;
@@ -231,12 +246,31 @@ impl Keys {
     /// Concurrent callers queue behind one refresh and then get its result, so a delivery
     /// signed with a rotated secret is not refused for arriving during another's refresh.
     pub async fn refresh_after_failure(&self) -> Option<Arc<Keyring>> {
-        self.refresh("after a failed verification").await
+        let (ring, _) = self.refresh("after a failed verification").await?;
+        Some(ring)
+    }
+
+    /// Cached secrets past their maximum age: reads them again (rate-limited). While that
+    /// fails, the cached ones keep serving until they are [`STALE_AFTER_MAX_AGES`] maximum ages
+    /// old, so a short Secrets Manager outage does not stop deliveries; after that they are
+    /// refused (503), so a revoked secret cannot keep verifying for as long as the reads fail.
+    async fn past_max_age(&self) -> Result<Arc<Keyring>, KeysError> {
+        let Some((ring, at)) = self.refresh("past their maximum age").await else {
+            // Only secrets that never change have nothing to refresh, and they never age.
+            return Err(KeysError::Fetch("the secrets cannot be read again".into()));
+        };
+        let age = at.elapsed();
+        if age >= self.max_age.saturating_mul(STALE_AFTER_MAX_AGES) {
+            return Err(KeysError::Stale {
+                age_secs: age.as_secs(),
+            });
+        }
+        Ok(ring)
     }
 
     /// Refetches unless that was done or tried within the minimum interval; see
-    /// [`Keys::refresh_after_failure`].
-    async fn refresh(&self, why: &'static str) -> Option<Arc<Keyring>> {
+    /// [`Keys::refresh_after_failure`]. The keyring to use and when it was read.
+    async fn refresh(&self, why: &'static str) -> Option<(Arc<Keyring>, Instant)> {
         if matches!(self.loader, Loader::Env(_)) {
             return None;
         }
@@ -252,22 +286,23 @@ impl Keys {
             t.is_some_and(|t| now.duration_since(t) < self.min_refresh_interval)
         };
         if recent(cached.as_ref().map(|(_, at)| *at)) || recent(*gate) {
-            return cached.map(|(ring, _)| ring);
+            return cached;
         }
         *gate = Some(now);
         match self.fetch().await {
             Ok(ring) => {
                 let ring = Arc::new(ring);
+                let at = Instant::now();
                 *self.loaded.write().await = Some(Loaded {
                     ring: ring.clone(),
-                    at: Instant::now(),
+                    at,
                 });
                 tracing::info!(why, "webhook secrets refreshed");
-                Some(ring)
+                Some((ring, at))
             }
             Err(e) => {
-                tracing::warn!(error = %e, "webhook secrets refresh failed");
-                cached.map(|(ring, _)| ring)
+                tracing::warn!(error = %e, why, "webhook secrets refresh failed");
+                cached
             }
         }
     }

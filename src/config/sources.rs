@@ -141,25 +141,29 @@ pub(super) fn read_sources(get: Lookup<'_>) -> Result<BTreeMap<String, Source>, 
 pub(super) fn read_secrets(get: Lookup<'_>) -> Result<Option<SecretsFrom>, ConfigError> {
     Ok(
         match (get("HOOKCLAIM_SECRETS_ARN"), get("HOOKCLAIM_SECRETS")) {
-            (Some(arn), _) => Some(SecretsFrom::SecretsManager {
-                arn,
+            (Some(arn), _) => {
                 // Never 0: the interval is what keeps forged deliveries from turning into Secrets
                 // Manager calls.
-                min_refresh_interval: Duration::from_secs(int(
-                    get,
-                    "HOOKCLAIM_SECRETS_REFRESH_SECS",
-                    60,
-                    1,
-                    86_400,
-                )?),
-                max_age: Duration::from_secs(int(
-                    get,
-                    "HOOKCLAIM_SECRETS_MAX_AGE_SECS",
-                    300,
-                    1,
-                    86_400,
-                )?),
-            }),
+                let refresh = int(get, "HOOKCLAIM_SECRETS_REFRESH_SECS", 60, 1, 86_400)?;
+                let max_age = int(get, "HOOKCLAIM_SECRETS_MAX_AGE_SECS", 300, 1, 86_400)?;
+                // A longer interval would keep the secrets from being read again at their
+                // maximum age, and so silently replace it.
+                if refresh > max_age {
+                    return Err(bad(
+                        "HOOKCLAIM_SECRETS_REFRESH_SECS",
+                        format!(
+                            "{refresh} s is above HOOKCLAIM_SECRETS_MAX_AGE_SECS ({max_age} s); \
+                             secrets are read again at most once per interval, so the interval \
+                             may not exceed their maximum age"
+                        ),
+                    ));
+                }
+                Some(SecretsFrom::SecretsManager {
+                    arn,
+                    min_refresh_interval: Duration::from_secs(refresh),
+                    max_age: Duration::from_secs(max_age),
+                })
+            }
             (None, Some(doc)) => {
                 crate::secret::SecretsDocument::parse(&doc)
                     .map_err(|e| bad("HOOKCLAIM_SECRETS", e.to_string()))?;

@@ -120,6 +120,86 @@ async fn a_revoked_secret_stops_verifying_once_the_cache_is_older_than_its_maxim
     );
 }
 
+#[tokio::test]
+async fn secrets_that_cannot_be_read_again_stop_verifying_at_twice_their_maximum_age() {
+    let moto = moto::server();
+    let name = moto::unique_name("stale");
+    let arn = moto::create_secret(&name, r#"{"github": "cached-secret"}"#).await;
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(
+        &db.url,
+        &[
+            ("HOOKCLAIM_SECRETS_ARN", &arn),
+            ("HOOKCLAIM_SECRETS_REFRESH_SECS", "1"),
+            ("HOOKCLAIM_SECRETS_MAX_AGE_SECS", "2"),
+        ],
+        StoreOnly,
+    )
+    .await;
+    // Read at the cold start.
+    assert_eq!(status(&hook, signed("cached-secret", "stale-1")).await, 200);
+
+    // From now on the secrets cannot be read again (deleted here; an outage or a revoked
+    // permission looks the same to the function), and the cached one may have been revoked.
+    moto::delete_secret(&arn).await;
+    let reads_before = moto.count(GET_SECRET_VALUE, &name);
+
+    // Past the maximum age, within the grace period as long again: the read fails, the cached
+    // secret still serves.
+    outlive_interval(2).await;
+    let within_grace = status(&hook, signed("cached-secret", "stale-2")).await;
+    // Past twice the maximum age: refused, and nothing is stored.
+    outlive_interval(2).await;
+    let past_grace = hook.handle(signed("cached-secret", "stale-3")).await;
+    let reads = moto.count(GET_SECRET_VALUE, &name) - reads_before;
+
+    println!(
+        "[aws] secrets unreadable, max age 2 s: at 2 s {within_grace}, at 4 s {:?} \
+         (Retry-After {:?}); {reads} failed reads",
+        answer(&past_grace),
+        past_grace.headers().get("retry-after"),
+    );
+    assert_eq!(within_grace, 200);
+    assert_eq!(
+        answer(&past_grace),
+        (
+            503,
+            serde_json::json!({"status": "unavailable", "error": "temporarily unavailable"})
+        )
+    );
+    assert_eq!(
+        reads, 2,
+        "one failed read past the maximum age, one past the grace"
+    );
+    let c = db.client().await;
+    assert!(support::row(&c, "github", "stale-3").await.is_none());
+    assert!(support::row(&c, "github", "stale-2").await.is_some());
+}
+
+#[test]
+fn a_refresh_interval_above_the_maximum_age_stops_the_cold_start_naming_it() {
+    let mut env = support::local_env();
+    env.insert("DATABASE_URL".into(), "postgres://u@localhost/db".into());
+    env.insert("HOOKCLAIM_SECRETS_ARN".into(), "arn:hooks".into());
+    let read = |refresh: &str, max_age: &str| {
+        let mut env = env.clone();
+        env.insert("HOOKCLAIM_SECRETS_REFRESH_SECS".into(), refresh.into());
+        env.insert("HOOKCLAIM_SECRETS_MAX_AGE_SECS".into(), max_age.into());
+        hookclaim::Config::from_lookup(|k| env.get(k).cloned())
+    };
+    assert!(read("300", "300").is_ok(), "equal is allowed");
+    assert!(read("60", "300").is_ok());
+    let e = read("301", "300").unwrap_err();
+    println!("[aws] refresh 301 s, max age 300 s: {e}");
+    assert_eq!(e.setting, "HOOKCLAIM_SECRETS_REFRESH_SECS");
+    assert!(e.problem.contains("HOOKCLAIM_SECRETS_MAX_AGE_SECS"), "{e}");
+    // The default interval (60 s) with a shorter maximum age is refused too.
+    let mut short = env.clone();
+    short.insert("HOOKCLAIM_SECRETS_MAX_AGE_SECS".into(), "30".into());
+    let e = hookclaim::Config::from_lookup(|k| short.get(k).cloned()).unwrap_err();
+    assert_eq!(e.setting, "HOOKCLAIM_SECRETS_REFRESH_SECS", "{e}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_racing_one_refresh_all_verify_with_the_rotated_secret() {
     let moto = moto::server();
@@ -450,11 +530,24 @@ async fn a_cold_start_reads_each_secret_once_and_the_next_1000_deliveries_call_a
     assert_eq!(moto.count(GET_SECRET_VALUE, &db_name), 1);
     assert_eq!(at_first, 0);
     assert_eq!(at_next_1000, 0);
-    // Every call moto has seen, from any test of this binary, was a Secrets Manager call that
-    // named a secret, so none went uncounted above.
+    // Every call moto has seen, from any test of this binary (the destinations' tests share the
+    // server), went to a service hookclaim calls on purpose, and every Secrets Manager call
+    // named a secret: no call of another kind (STS, SSO…) went uncounted above.
+    const CALLED: [&str; 4] = [
+        "secretsmanager.",
+        "AmazonSQS.",
+        "AWSEvents.",
+        "AWSStepFunctions.",
+    ];
     for call in moto.calls() {
         assert!(
-            call.target.starts_with("secretsmanager.") && call.secret().is_some(),
+            CALLED
+                .iter()
+                .any(|service| call.target.starts_with(service)),
+            "{call:?}"
+        );
+        assert!(
+            !call.target.starts_with("secretsmanager.") || call.secret().is_some(),
             "{call:?}"
         );
     }

@@ -252,3 +252,21 @@ pub async fn put_secret_value(secret_id: &str, value: &str) {
             )
         });
 }
+
+/// Deletes the secret at once, without a recovery window: reading it fails from now on, as
+/// when Secrets Manager cannot be reached or the function's permission to read it is gone.
+pub async fn delete_secret(secret_id: &str) {
+    secrets_client()
+        .await
+        .delete_secret()
+        .secret_id(secret_id)
+        .force_delete_without_recovery(true)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "DeleteSecret {secret_id}: {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+            )
+        });
+}
