@@ -7,6 +7,10 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use super::{json_message, sdk_failure, DestinationError};
 use crate::processor::Delivery;
 
+/// The most characters EventBridge takes in an entry's `DetailType`; an entry with more fails
+/// the whole `PutEvents` call, every time.
+pub(super) const DETAIL_TYPE_MAX_CHARS: usize = 128;
+
 /// One event bus.
 pub(super) struct EventBridge {
     bus: String,
@@ -23,13 +27,22 @@ impl EventBridge {
         }
     }
 
-    /// The entry's `DetailType`: the configured one, else the event type, else the source name.
+    /// The entry's `DetailType`: the configured one, else the event type when EventBridge
+    /// takes it (1 to [`DETAIL_TYPE_MAX_CHARS`] characters), else the source name. An event type
+    /// too long for EventBridge is not cut: a cut-off type is a value the sender never sent,
+    /// which a rule written for the real type would miss and one written for another type
+    /// sharing the prefix would catch. The source name is what events without a type get, and
+    /// the whole type is still in `detail.hookclaim.event_type`.
     fn detail_type(&self, d: &Delivery) -> String {
-        self.detail_type
-            .clone()
-            .or_else(|| d.event_type.clone())
-            .unwrap_or_else(|| d.source.clone())
+        if let Some(configured) = &self.detail_type {
+            return configured.clone();
+        }
+        match &d.event_type {
+            Some(t) if !t.is_empty() && t.chars().count() <= DETAIL_TYPE_MAX_CHARS => t.clone(),
+            _ => d.source.clone(),
+        }
     }
+
 
     /// Puts `d` as one event; its event id. A failed entry (`FailedEntryCount` above 0) is
     /// retried: it may be throttling or an internal failure, and a repeat is harmless since
@@ -65,5 +78,44 @@ impl EventBridge {
             )));
         }
         Ok(first.and_then(|e| e.event_id()).map(str::to_owned))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::destinations::tests::delivery;
+
+    fn with_type(event_type: Option<String>) -> Delivery {
+        Delivery {
+            event_type,
+            ..delivery(b"{}")
+        }
+    }
+
+    #[test]
+    fn an_event_type_eventbridge_would_refuse_falls_back_to_the_source_name() {
+        let bus = EventBridge::new("default", "hookclaim.stripe", None);
+        let at_most = "t".repeat(DETAIL_TYPE_MAX_CHARS);
+        let multibyte = "é".repeat(DETAIL_TYPE_MAX_CHARS);
+        let cases = [
+            (Some("invoice.paid".to_string()), "invoice.paid"),
+            (Some(at_most.clone()), at_most.as_str()),
+            // EventBridge counts characters, not bytes.
+            (Some(multibyte.clone()), multibyte.as_str()),
+            (Some("t".repeat(DETAIL_TYPE_MAX_CHARS + 1)), "stripe"),
+            (Some("x".repeat(256)), "stripe"),
+            (Some(String::new()), "stripe"),
+            (None, "stripe"),
+        ];
+        for (event_type, expected) in cases {
+            let got = bus.detail_type(&with_type(event_type.clone()));
+            assert_eq!(got, expected, "{event_type:?}");
+            assert!(got.chars().count() <= DETAIL_TYPE_MAX_CHARS);
+        }
+        // A configured detail type (1-128 characters, checked when read) always wins.
+        let fixed = EventBridge::new("default", "s", Some("Webhook".into()));
+        let long = with_type(Some("x".repeat(200)));
+        assert_eq!(fixed.detail_type(&long), "Webhook");
     }
 }

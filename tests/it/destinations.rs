@@ -4,7 +4,8 @@
 //! record repeats that destination once, under the same key, and no other; a FIFO queue drops
 //! that repeat; a failed PutEvents entry is retried and leaves one event; payloads above a
 //! destination's limit travel as claim checks; bad settings stop the cold start; a destination
-//! that can never succeed ends the delivery dead, naming it.
+//! that can never succeed ends the delivery dead, naming it; an event type too long for
+//! EventBridge's `DetailType` falls back to the source name.
 //!
 //! Calls are counted on the server side, from moto's request recording.
 
@@ -841,6 +842,75 @@ async fn a_destination_that_can_never_succeed_ends_the_delivery_dead_naming_it()
     );
     assert_eq!(progress(&c, "dead-1").await, ["exists"]);
     assert_eq!(drain(&plain.url).await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_event_type_too_long_for_eventbridge_is_put_under_the_source_name() {
+    let db = TestDb::migrated().await;
+    let event_source = format!("hookclaim.test.{}", unique("src"));
+    let (bus, events) = bus_into_queue(&event_source).await;
+    let pairs = settings(&json!([{"kind": "eventbridge", "bus": bus, "source": event_source}]));
+    let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+    // GitHub's event type comes from its header; 200 characters is within what hookclaim keeps
+    // (256) and over what EventBridge takes as a DetailType (128).
+    let long_type = format!("push.{}", "x".repeat(195));
+    let fits = "t".repeat(128);
+    let mut delivered = Vec::new();
+    for (id, event_type) in [("long-type", long_type.as_str()), ("fits", fits.as_str())] {
+        let body = br#"{"n":1}"#;
+        let req = support::request(
+            Format::HttpApiV2,
+            "POST",
+            "github",
+            &[
+                ("content-type", "application/json"),
+                ("x-github-event", event_type),
+                ("x-github-delivery", id),
+                (
+                    "x-hub-signature-256",
+                    &support::github_signature(support::GITHUB_SECRET, body),
+                ),
+            ],
+            body,
+            false,
+        );
+        let resp = hook.handle(req).await;
+        assert_eq!(answer(&resp).0, 200, "{id}: {:?}", answer(&resp));
+    }
+    for received in drain(&events.url).await {
+        let e: Value = serde_json::from_str(&received.body).unwrap();
+        delivered.push((
+            e["detail"]["hookclaim"]["delivery_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            e["detail-type"].as_str().unwrap().to_string(),
+            e["detail"]["hookclaim"]["event_type"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ));
+    }
+    delivered.sort();
+    println!(
+        "[destinations] detail-types put: {:?}",
+        delivered
+            .iter()
+            .map(|(id, t, _)| (id.as_str(), t.chars().count()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(delivered.len(), 2, "{delivered:?}");
+    let (_, fits_type, _) = &delivered[0];
+    assert_eq!(fits_type, &fits, "a type EventBridge takes is kept");
+    let (_, long_detail_type, long_event_type) = &delivered[1];
+    assert_eq!(long_detail_type, "github", "the source name stands in");
+    assert_eq!(
+        long_event_type, &long_type,
+        "the whole type is in the detail"
+    );
+    for (_, detail_type, _) in &delivered {
+        assert!(detail_type.chars().count() <= 128, "{detail_type}");
+    }
 }
 
 #[tokio::test]
