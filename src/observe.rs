@@ -110,6 +110,28 @@ pub fn init_logging() {
     };
 }
 
+/// How serious a log line is, as Lambda's JSON log format and its log-level filter read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Routine: a delivery answered as it should be, including a retry the sender is asked for.
+    Info,
+    /// Worth a look: a failed attempt that will be retried, a refused signature.
+    Warn,
+    /// Needs someone: a delivery given up on, a database that cannot be reached.
+    Error,
+}
+
+impl Level {
+    /// The `level` field's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Info => "INFO",
+            Level::Warn => "WARN",
+            Level::Error => "ERROR",
+        }
+    }
+}
+
 /// One delivery's record.
 ///
 /// `source` is a configured source name or [`UNKNOWN_SOURCE`]: it becomes a metric dimension
@@ -127,6 +149,9 @@ pub struct DeliveryRecord<'a> {
     pub event_type: Option<&'a str>,
     /// Outcome name, e.g. `processed`, `duplicate`, `unauthorized`.
     pub outcome: &'a str,
+    /// The line's level, which follows the outcome (not the HTTP status: a routine retry is
+    /// answered 503, a delivery given up on 200).
+    pub level: Level,
     /// HTTP status answered.
     pub status: u16,
     /// Attempt number, when the delivery was claimed.
@@ -159,7 +184,7 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
                 metrics: &METRICS[..declared],
             }],
         },
-        level: level_for(r.status),
+        level: r.level.as_str(),
         message: "delivery",
         source: &capped(r.source, MAX_REQUESTED_SOURCE),
         requested_source: r.requested_source.map(|s| capped(s, MAX_REQUESTED_SOURCE)),
@@ -255,14 +280,6 @@ fn millis(now: SystemTime) -> u64 {
         .as_millis() as u64
 }
 
-fn level_for(status: u16) -> &'static str {
-    match status {
-        500.. => "ERROR",
-        401 | 413 => "WARN",
-        _ => "INFO",
-    }
-}
-
 /// The `_aws` block of an EMF document with the given dimension set and metric definitions.
 pub fn emf_block(now: SystemTime, dimensions: &[&str], metrics: Vec<Value>) -> Value {
     emf_block_with_sets(now, &[dimensions], metrics)
@@ -314,6 +331,7 @@ mod tests {
             delivery_id: Some("evt_1"),
             event_type: Some("checkout.session.completed"),
             outcome: "processed",
+            level: Level::Info,
             status: 200,
             attempt: Some(1),
             latency: Duration::from_micros(2500),
@@ -346,6 +364,7 @@ mod tests {
             delivery_id: Some("d"),
             event_type: None,
             outcome: "duplicate",
+            level: Level::Info,
             status: 200,
             attempt: None,
             latency: Duration::ZERO,
@@ -375,6 +394,7 @@ mod tests {
             delivery_id: Some(&hostile),
             event_type: Some(&hostile),
             outcome: "payload_too_large",
+            level: Level::Warn,
             status: 413,
             attempt: Some(i32::MAX),
             latency: Duration::from_secs(u32::MAX as u64),

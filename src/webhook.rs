@@ -16,7 +16,7 @@ use crate::db::{Database, DbError};
 use crate::handshake::{self, Challenge, Handshake};
 use crate::invocation;
 use crate::keys::{Keyring, Keys, KeysError};
-use crate::observe::{self, DeliveryRecord};
+use crate::observe::{self, DeliveryRecord, Level};
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
@@ -86,6 +86,19 @@ impl Rejection {
         }
     }
 
+    /// How serious it is: strangers' and senders' malformed requests are routine, a refused
+    /// signature or an oversized body is worth a look, and a database or secrets store that
+    /// cannot be used is an outage.
+    pub fn level(&self) -> Level {
+        match self {
+            Rejection::MethodNotAllowed | Rejection::UnknownSource => Level::Info,
+            Rejection::Unverified(e) if e.is_unauthorized() => Level::Warn,
+            Rejection::Unverified(_) => Level::Info,
+            Rejection::TooLarge => Level::Warn,
+            Rejection::Secrets(_) | Rejection::Database(_) => Level::Error,
+        }
+    }
+
     /// What the sender is told: terse, and never internals (no database or AWS detail).
     fn public_message(&self) -> String {
         match self {
@@ -137,6 +150,22 @@ impl Answer {
             Answer::Failed(_) => "failed",
             Answer::Dead => "dead",
             Answer::Handshake(r) => r.outcome,
+        }
+    }
+
+    /// How serious it is, whatever the status: a retry the sender is asked for (503) is
+    /// routine, a failed attempt that will be retried is worth a look, and a delivery given up
+    /// on (answered 200, so the sender stops) needs someone.
+    fn level(&self) -> Level {
+        match self {
+            Answer::Processed | Answer::Duplicate | Answer::InProgress | Answer::RetryLater(_) => {
+                Level::Info
+            }
+            Answer::Failed(_) => Level::Warn,
+            Answer::Dead => Level::Error,
+            // A refused handshake is a refused verification, like a bad signature.
+            Answer::Handshake(r) if r.outcome == "handshake_refused" => Level::Warn,
+            Answer::Handshake(_) => Level::Info,
         }
     }
 
@@ -212,10 +241,11 @@ impl<P: Processor> Webhook<P> {
         };
         let mut facts = Facts::default();
         let result = self.deliver(&req, &source, &mut facts).await;
-        let (status, outcome, response) = match &result {
+        let (status, outcome, level, response) = match &result {
             Ok(answer) => (
                 answer.status(),
                 answer.outcome(),
+                answer.level(),
                 answer_response(answer, &facts),
             ),
             Err(rejection) => {
@@ -223,6 +253,7 @@ impl<P: Processor> Webhook<P> {
                 (
                     rejection.status(),
                     rejection.outcome(),
+                    rejection.level(),
                     rejection_response(rejection),
                 )
             }
@@ -234,6 +265,7 @@ impl<P: Processor> Webhook<P> {
                 delivery_id: facts.delivery_id.as_deref(),
                 event_type: facts.event_type.as_deref(),
                 outcome,
+                level,
                 status: status.as_u16(),
                 attempt: facts.attempt,
                 latency: started.elapsed(),
@@ -562,4 +594,40 @@ fn rejection_response(rejection: &Rejection) -> Response<Body> {
         _ => {}
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_outcome_is_logged_at_its_own_level_whatever_its_status() {
+        let wait = Duration::from_secs(30);
+        let answers = [
+            (Answer::Processed, 200, Level::Info),
+            (Answer::Duplicate, 200, Level::Info),
+            (Answer::InProgress, 202, Level::Info),
+            (Answer::RetryLater(wait), 503, Level::Info),
+            (Answer::Failed(wait), 503, Level::Warn),
+            (Answer::Dead, 200, Level::Error),
+        ];
+        for (answer, status, level) in answers {
+            assert_eq!(answer.status().as_u16(), status, "{answer:?}");
+            assert_eq!(answer.level(), level, "{answer:?}");
+        }
+        let rejections = [
+            (Rejection::MethodNotAllowed, Level::Info),
+            (Rejection::UnknownSource, Level::Info),
+            (Rejection::TooLarge, Level::Warn),
+            (Rejection::Unverified(VerifyError::InvalidSignature), Level::Warn),
+            (Rejection::Database(DbError::Timeout), Level::Error),
+            (
+                Rejection::Secrets(KeysError::Fetch("unreachable".into())),
+                Level::Error,
+            ),
+        ];
+        for (rejection, level) in rejections {
+            assert_eq!(rejection.level(), level, "{rejection:?}");
+        }
+    }
 }

@@ -8,6 +8,8 @@
 //!   these logs), the functions configured with the namespace the template gives them.
 //! - `HOOKCLAIM_METRICS_NAMESPACE` names the namespace of every metric line of both functions;
 //!   one CloudWatch would refuse stops the cold start, naming the setting.
+//! - Each delivery line's level follows its outcome: a delivery given up on is an error whatever
+//!   its status.
 
 use crate::support;
 
@@ -231,15 +233,13 @@ fn metric_namespaces(log: &str) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-#[tokio::test]
-async fn every_metric_the_template_watches_is_one_the_functions_emit() {
-    let db = TestDb::empty().await;
+/// Runs the functions with `env` through each outcome the alarms and the dashboard
+/// read, and a scheduled retention run; returns each function's log by name. The outcomes:
+/// processed, duplicate, dead (the licence example finds no order), unauthorized, unavailable
+/// (the database gone).
+async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, String)> {
     let mut emu = Emulator::start();
-    let mut env = env(&db);
-    // As the template deploys them, for a stack of that name.
-    let namespace = template_namespace();
-    env.insert("HOOKCLAIM_METRICS_NAMESPACE".into(), namespace.clone());
-    emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &env);
+    emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), env);
     // The same function with its database gone, under an emulator of its own (the emulator
     // serves only the project's binary names): deliveries are answered 503 unavailable.
     let mut emu_down = Emulator::start();
@@ -257,8 +257,6 @@ async fn every_metric_the_template_watches_is_one_the_functions_emit() {
     retention_env.remove("HOOKCLAIM_SECRETS");
     emu.run_function("retention", env!("CARGO_BIN_EXE_retention"), &retention_env);
 
-    // Each outcome the alarms and the dashboard read: processed, duplicate, dead (the licence
-    // example finds no order), unauthorized, unavailable.
     let secret = support::GITHUB_SECRET;
     let order = r#"{"order_id":"metrics-order-1"}"#;
     let cases = [
@@ -277,15 +275,26 @@ async fn every_metric_the_template_watches_is_one_the_functions_emit() {
     let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("events");
     let report = emu.invoke("retention", &events.join("retention-scheduler.json"));
     assert_eq!(report["command"], "run", "{report}");
+    vec![
+        ("webhook", emu.logs("webhook")),
+        ("webhook-down", emu_down.logs("webhook")),
+        ("retention", emu.logs("retention")),
+    ]
+}
+
+#[tokio::test]
+async fn every_metric_the_template_watches_is_one_the_functions_emit() {
+    let db = TestDb::empty().await;
+    let mut env = env(&db);
+    // As the template deploys them, for a stack of that name.
+    let namespace = template_namespace();
+    env.insert("HOOKCLAIM_METRICS_NAMESPACE".into(), namespace.clone());
+    let outputs = every_outcome(&env).await;
 
     let dir = std::env::temp_dir().join(format!("hookclaim-metrics-{:08x}", fastrand::u32(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let mut logs = Vec::new();
-    for (name, log) in [
-        ("webhook", emu.logs("webhook")),
-        ("webhook-down", emu_down.logs("webhook")),
-        ("retention", emu.logs("retention")),
-    ] {
+    for (name, log) in outputs {
         let path = dir.join(format!("{name}.log"));
         std::fs::write(&path, log).unwrap();
         logs.push(path);
@@ -306,6 +315,38 @@ async fn every_metric_the_template_watches_is_one_the_functions_emit() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn each_delivery_line_is_logged_at_the_level_of_its_outcome_not_its_status() {
+    let db = TestDb::empty().await;
+    let outputs = every_outcome(&env(&db)).await;
+    let lines: Vec<Value> = outputs
+        .iter()
+        .flat_map(|(_, log)| json_lines(log))
+        .collect();
+
+    let mut levels = BTreeMap::new();
+    for line in lines.iter().filter(|l| l["message"] == "delivery") {
+        let outcome = line["outcome"].as_str().unwrap().to_string();
+        let level = format!("{} {}", line["status"], line["level"].as_str().unwrap());
+        levels
+            .entry(outcome)
+            .or_insert_with(BTreeSet::new)
+            .insert(level);
+    }
+    println!("status and level of each outcome's delivery lines: {levels:?}");
+    let expected: BTreeMap<String, BTreeSet<String>> = [
+        ("processed", "200 INFO"),
+        ("duplicate", "200 INFO"),
+        ("unauthorized", "401 WARN"),
+        ("dead", "200 ERROR"),
+        ("unavailable", "503 ERROR"),
+    ]
+    .into_iter()
+    .map(|(o, l)| (o.to_string(), BTreeSet::from([l.to_string()])))
+    .collect();
+    assert_eq!(levels, expected);
 }
 
 #[tokio::test]
