@@ -4,7 +4,7 @@
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
-use super::{json_message, sdk_failure, DestinationError};
+use super::{json_message, read_error, sdk_failure, DestinationError};
 use crate::processor::Delivery;
 
 /// The most characters EventBridge takes in an entry's `DetailType`; an entry with more fails
@@ -43,10 +43,10 @@ impl EventBridge {
         }
     }
 
-
-    /// Puts `d` as one event; its event id. A failed entry (`FailedEntryCount` above 0) is
-    /// retried: it may be throttling or an internal failure, and a repeat is harmless since
-    /// nothing was put.
+    /// Puts `d` as one event; its event id. A failed entry (`FailedEntryCount` above 0) is read
+    /// by its error code as a failed call is: throttling or an internal failure is retried, a
+    /// malformed detail is permanent, anything else is the bus's fault. A repeat is harmless
+    /// since nothing was put.
     pub(super) async fn send(
         &self,
         client: &aws_sdk_eventbridge::Client,
@@ -73,9 +73,9 @@ impl EventBridge {
             let (code, message) = first
                 .map(|e| (e.error_code().unwrap_or("?"), e.error_message().unwrap_or("")))
                 .unwrap_or(("?", ""));
-            return Err(DestinationError::Retry(format!(
-                "PutEvents: the entry failed: {code}: {message}"
-            )));
+            let text = format!("PutEvents: the entry failed: {code}: {message}");
+            // The call itself succeeded: the answer's status says nothing about the entry.
+            return Err(read_error(200, code, text));
         }
         Ok(first.and_then(|e| e.event_id()).map(str::to_owned))
     }

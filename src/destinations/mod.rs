@@ -23,13 +23,16 @@ mod stepfunctions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
+use serde_json::{json, Value};
+
 use crate::aws::Aws;
 use crate::config::{DestinationConfig, Destinations as DestinationsConfig, Target};
+use crate::observe;
 use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor};
 use crate::work::Work;
 
@@ -59,11 +62,15 @@ enum Kind {
 /// Why a destination did not take a delivery.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DestinationError {
-    /// Worth trying again later: throttling, a timeout, a server error, failed entries.
+    /// Worth trying again later: throttling, a timeout, a server error.
     #[error("{0}")]
     Retry(String),
-    /// Will never succeed as configured: the queue does not exist, access is denied, the
-    /// request is invalid.
+    /// The destination's fault, not the delivery's: it does not exist (yet), access to it is
+    /// denied, the request as configured is refused. Retried like [`DestinationError::Retry`],
+    /// so fixing the configuration is enough, and counted (`destination_faults`) for an alarm.
+    #[error("{0}")]
+    Fault(String),
+    /// This delivery can never be accepted, whatever the configuration: its content is refused.
     #[error("{0}")]
     Permanent(String),
 }
@@ -200,6 +207,10 @@ impl Processor for Destinations {
                 Err(DestinationError::Retry(why)) => {
                     return Ok(Outcome::Retry(format!("destination {name}: {why}")))
                 }
+                Err(DestinationError::Fault(why)) => {
+                    observe::emit(&fault_line(d, destination, &why, SystemTime::now()));
+                    return Ok(Outcome::Retry(format!("destination {name}: {why}")));
+                }
                 Err(DestinationError::Permanent(why)) => {
                     return Ok(Outcome::Permanent(format!("destination {name}: {why}")))
                 }
@@ -214,6 +225,28 @@ impl Processor for Destinations {
         }
         Ok(Outcome::Done)
     }
+}
+
+/// The metric an alarm watches for destinations that cannot take anything as configured.
+pub const DESTINATION_FAULTS: &str = "destination_faults";
+
+/// The log line of a destination's fault, an EMF document counting one [`DESTINATION_FAULTS`]
+/// by destination and over all of them (an empty dimension set), so one alarm watches every
+/// destination of the function. A fault needs someone to fix the configuration: an error.
+fn fault_line(d: &Delivery, destination: &Destination, why: &str, now: SystemTime) -> Value {
+    let metrics = vec![json!({"Name": DESTINATION_FAULTS, "Unit": "Count"})];
+    json!({
+        "_aws": observe::emf_block_with_sets(now, &[&["destination"], &[]], metrics),
+        "level": observe::Level::Error.as_str(),
+        "message": "destination fault: retried until the destination is fixed or attempts run out",
+        "source": d.source,
+        "delivery_id": observe::capped(&d.delivery_id, observe::MAX_DELIVERY_ID),
+        "attempt": d.attempt,
+        "destination": destination.name,
+        "kind": destination.kind.name(),
+        "error": observe::capped(why, observe::MAX_REASON),
+        DESTINATION_FAULTS: 1,
+    })
 }
 
 fn unclaimed() -> ProcessError {
@@ -320,9 +353,19 @@ const RETRYABLE_CODES: &[&str] = &[
     "ExpiredTokenException",
 ];
 
-/// Reads an AWS SDK error: no answer, a throttle or a server error is worth retrying; any other
-/// answer (the queue does not exist, access denied, an invalid request) is permanent, and so
-/// is a request the SDK could not even build.
+/// AWS error codes that refuse the delivery's content itself, which no configuration or later
+/// attempt changes: characters SQS does not take, an execution input Step Functions refuses,
+/// an event detail that is not JSON. (The messages hookclaim sends avoid each: a claim check
+/// replaces what a destination cannot carry.)
+const PER_DELIVERY_CODES: &[&str] = &[
+    "InvalidMessageContents",
+    "AWS.SimpleQueueService.InvalidMessageContents",
+    "InvalidExecutionInput",
+    "MalformedDetail",
+];
+
+/// Reads an AWS SDK error: no answer is worth retrying; an answer is read by [`read_error`];
+/// a request the SDK could not even build is permanent.
 fn sdk_failure<E>(operation: &str, e: &SdkError<E, HttpResponse>) -> DestinationError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -330,16 +373,27 @@ where
     let text = format!("{operation}: {}", DisplayErrorContext(e));
     match e {
         SdkError::ConstructionFailure(_) => DestinationError::Permanent(text),
-        SdkError::ServiceError(service) => {
-            let status = service.raw().status().as_u16();
-            let code = service.err().code().unwrap_or_default();
-            if status >= 500 || status == 408 || status == 429 || RETRYABLE_CODES.contains(&code) {
-                DestinationError::Retry(text)
-            } else {
-                DestinationError::Permanent(text)
-            }
-        }
+        SdkError::ServiceError(service) => read_error(
+            service.raw().status().as_u16(),
+            service.err().code().unwrap_or_default(),
+            text,
+        ),
         _ => DestinationError::Retry(text),
+    }
+}
+
+/// Reads an AWS error answer (`status`, the HTTP status; 200 for a failed entry of a call that
+/// succeeded) with error `code`: a throttle or a server error is worth retrying; a refusal of
+/// the delivery's content ([`PER_DELIVERY_CODES`]) is permanent; anything else (the queue or
+/// state machine does not exist, access is denied, the KMS key is disabled, a parameter of the
+/// configuration is refused) is the destination's fault, retried until it is fixed.
+fn read_error(status: u16, code: &str, text: String) -> DestinationError {
+    if status >= 500 || status == 408 || status == 429 || RETRYABLE_CODES.contains(&code) {
+        DestinationError::Retry(text)
+    } else if PER_DELIVERY_CODES.contains(&code) {
+        DestinationError::Permanent(text)
+    } else {
+        DestinationError::Fault(text)
     }
 }
 
@@ -383,6 +437,63 @@ mod tests {
             assert_eq!(v.get("payload").cloned(), inner, "{m}");
         }
         assert!(with_names(&delivery(b"a=1&b=2")).is_none());
+    }
+
+    #[test]
+    fn aws_errors_are_read_as_the_destinations_fault_unless_transient_or_about_the_content() {
+        use DestinationError::{Fault, Permanent, Retry};
+        type Class = fn(String) -> DestinationError;
+        let cases: [(u16, &str, Class); 14] = [
+            (400, "ThrottlingException", Retry),
+            (400, "RequestThrottled", Retry),
+            (429, "TooManyRequestsException", Retry),
+            (500, "InternalFailure", Retry),
+            (503, "ServiceUnavailable", Retry),
+            (408, "", Retry),
+            (200, "InternalFailure", Retry),
+            (400, "AWS.SimpleQueueService.NonExistentQueue", Fault),
+            (400, "StateMachineDoesNotExist", Fault),
+            (400, "ResourceNotFoundException", Fault),
+            (403, "AccessDeniedException", Fault),
+            (400, "KMS.DisabledException", Fault),
+            (400, "InvalidExecutionInput", Permanent),
+            (400, "InvalidMessageContents", Permanent),
+        ];
+        for (status, code, class) in cases {
+            let text = format!("{status} {code}");
+            assert_eq!(read_error(status, code, text.clone()), class(text), "{status} {code}");
+        }
+        assert_eq!(
+            read_error(200, "MalformedDetail", "x".into()),
+            Permanent("x".into())
+        );
+    }
+
+    #[test]
+    fn a_fault_line_counts_one_fault_by_destination_and_over_all_of_them() {
+        let destination = Destination::new(&DestinationConfig {
+            name: "orders".into(),
+            timeout: Duration::from_secs(1),
+            max_bytes: None,
+            target: Target::StepFunctions {
+                state_machine_arn: "arn:aws:states:us-east-1:1:stateMachine:m".into(),
+            },
+        })
+        .unwrap();
+        let line = fault_line(
+            &delivery(b"{}"),
+            &destination,
+            "StartExecution: StateMachineDoesNotExist",
+            SystemTime::UNIX_EPOCH,
+        );
+        let directive = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Dimensions"], json!([["destination"], []]));
+        assert_eq!(directive["Metrics"][0]["Name"], DESTINATION_FAULTS);
+        assert_eq!(line[DESTINATION_FAULTS], 1);
+        assert_eq!(line["destination"], "orders");
+        assert_eq!(line["kind"], "stepfunctions");
+        assert_eq!(line["level"], "ERROR");
+        assert_eq!(line["delivery_id"], "evt_1");
     }
 
     #[test]

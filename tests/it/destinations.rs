@@ -4,8 +4,9 @@
 //! record repeats that destination once, under the same key, and no other; a FIFO queue drops
 //! that repeat; a failed PutEvents entry is retried and leaves one event; payloads above a
 //! destination's limit travel as claim checks; bad settings stop the cold start; a destination
-//! that can never succeed ends the delivery dead, naming it; an event type too long for
-//! EventBridge's `DetailType` falls back to the source name.
+//! that does not exist yet fails the delivery (retried, not dead) until it exists, and then a
+//! re-drive delivers it; an event type too long for EventBridge's `DetailType` falls back to the
+//! source name.
 //!
 //! Calls are counted on the server side, from moto's request recording.
 
@@ -185,9 +186,14 @@ async fn bus_into_queue(event_source: &str) -> (String, Queue) {
 
 /// A state machine that does nothing; its ARN.
 async fn state_machine() -> String {
+    state_machine_named(&unique("machine")).await
+}
+
+/// A state machine called `name` that does nothing; its ARN.
+async fn state_machine_named(name: &str) -> String {
     let sfn = aws_sdk_sfn::Client::new(&sdk().await);
     sfn.create_state_machine()
-        .name(unique("machine"))
+        .name(name)
         .definition(r#"{"StartAt":"Done","States":{"Done":{"Type":"Pass","End":true}}}"#)
         .role_arn("arn:aws:iam::123456789012:role/hookclaim-test")
         .send()
@@ -816,32 +822,77 @@ async fn a_bad_destination_setting_fails_the_cold_start_naming_it() {
 }
 
 #[tokio::test]
-async fn a_destination_that_can_never_succeed_ends_the_delivery_dead_naming_it() {
+async fn a_destination_that_does_not_exist_yet_fails_the_delivery_until_it_exists_then_a_redrive_delivers(
+) {
     let db = TestDb::migrated().await;
     let c = db.client().await;
-    let plain = queue(&unique("exists"), false).await;
-    let missing = plain.url.replace("hc-exists-", "hc-missing-");
+    // Names whose queue and state machine are created only later, as after a deploy done in the
+    // wrong order: their URL and ARN are those of existing ones with the name changed.
+    let queue_name = unique("later");
+    let machine_name = unique("later-machine");
+    let existing = queue(&unique("exists"), false).await;
+    let queue_url = existing
+        .url
+        .replace(existing.url.rsplit('/').next().unwrap(), &queue_name);
+    let existing_machine = state_machine().await;
+    let machine_arn =
+        existing_machine.replace(existing_machine.rsplit(':').next().unwrap(), &machine_name);
     let pairs = settings(&json!([
-        {"kind": "sqs", "queue_url": plain.url, "name": "exists"},
-        {"kind": "sqs", "queue_url": missing, "name": "missing"},
+        {"kind": "sqs", "queue_url": queue_url, "name": "queue"},
+        {"kind": "stepfunctions", "state_machine_arn": machine_arn, "name": "machine"},
     ]));
     let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
+    let id = "later-1";
+
+    // Neither exists: the sender is asked to retry, the delivery is failed (not dead) and due
+    // again after its backoff.
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, "dead-1", b"{}", false))
+        .handle(github_request(Format::HttpApiV2, id, b"{}", false))
         .await;
-    assert_eq!(
-        answer(&resp),
-        (200, json!({"status": "dead", "delivery_id": "dead-1"}))
-    );
-    let (status, _, error) = row(&c, "github", "dead-1").await.unwrap();
-    let error = error.unwrap_or_default();
-    assert_eq!(status, "dead");
+    let first = answer(&resp);
+    let (status, attempt, error) = row(&c, "github", id).await.unwrap();
+    let first_error = error.unwrap_or_default();
+    println!("[destinations] queue and state machine missing: {first:?}, row {status} attempt {attempt}: {first_error}");
+    assert_eq!(first, (503, json!({"status": "failed", "delivery_id": id})));
+    assert!(resp.headers().contains_key("retry-after"));
+    assert_eq!((status.as_str(), attempt), ("failed", 1));
     assert!(
-        error.starts_with("destination missing: SendMessage"),
-        "{error}"
+        first_error.starts_with("destination queue: SendMessage"),
+        "{first_error}"
     );
-    assert_eq!(progress(&c, "dead-1").await, ["exists"]);
-    assert_eq!(drain(&plain.url).await.len(), 1);
+
+    // The queue is created; the state machine still is not: the re-drive delivers to the queue,
+    // and the delivery fails again on the state machine.
+    queue(&queue_name, false).await;
+    make_due(&c, id).await;
+    let report = redrive(&db, &pairs).await;
+    let (status, attempt, error) = row(&c, "github", id).await.unwrap();
+    let second_error = error.unwrap_or_default();
+    println!("[destinations] queue created: re-drive {:?}, row {status} attempt {attempt}: {second_error}", report.redriven);
+    assert_eq!((status.as_str(), attempt), ("failed", 2));
+    assert!(
+        second_error.starts_with("destination machine: StartExecution"),
+        "{second_error}"
+    );
+    assert_eq!(progress(&c, id).await, ["queue"]);
+
+    // The state machine is created too: the next re-drive finishes the delivery, sending to the
+    // queue no second time.
+    state_machine_named(&machine_name).await;
+    make_due(&c, id).await;
+    let report = redrive(&db, &pairs).await;
+    let (status, attempt, _) = row(&c, "github", id).await.unwrap();
+    println!(
+        "[destinations] state machine created: re-drive {:?}, row {status} attempt {attempt}",
+        report.redriven
+    );
+    assert_eq!(report.redriven.ok, 1, "{report:?}");
+    assert_eq!((status.as_str(), attempt), ("done", 3));
+    assert_eq!(progress(&c, id).await, ["queue", "machine"]);
+    assert_eq!(drain(&queue_url).await.len(), 1);
+    let started = executions(&machine_arn).await;
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0].0, idempotency_key("github", id));
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@
 //!   these logs), the functions configured with the namespace the template gives them.
 //! - `HOOKCLAIM_METRICS_NAMESPACE` names the namespace of every metric line of both functions;
 //!   one CloudWatch would refuse stops the cold start, naming the setting.
-//! - Each delivery line's level follows its outcome: a delivery given up on is an error whatever
-//!   its status.
+//! - Each delivery line's level follows its outcome: a retry the sender is asked for is routine
+//!   (INFO), a failed attempt a warning, a delivery given up on an error, whatever the status.
 
 use crate::support;
 
@@ -233,10 +233,27 @@ fn metric_namespaces(log: &str) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
+/// What a function needs in its environment to reach moto's server as it would reach AWS.
+fn aws_env(env: &mut BTreeMap<String, String>) {
+    let moto = support::moto::server();
+    for (k, v) in [
+        ("AWS_ENDPOINT_URL", moto.url.as_str()),
+        ("AWS_REGION", support::moto::REGION),
+        ("AWS_ACCESS_KEY_ID", "AKIAHOOKCLAIMTEST"),
+        ("AWS_SECRET_ACCESS_KEY", "hookclaim-test-secret-key"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_CONFIG_FILE", "/nonexistent/hookclaim-test"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/hookclaim-test"),
+    ] {
+        env.insert(k.into(), v.into());
+    }
+}
+
 /// Runs the functions with `env` through each outcome the alarms and the dashboard
 /// read, and a scheduled retention run; returns each function's log by name. The outcomes:
 /// processed, duplicate, dead (the licence example finds no order), unauthorized, unavailable
-/// (the database gone).
+/// (the database gone), failed and retry_later (a destination queue that does not exist, which
+/// is also a destination fault).
 async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, String)> {
     let mut emu = Emulator::start();
     emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), env);
@@ -253,6 +270,21 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
     );
     down.insert("DATABASE_CONNECT_TIMEOUT_MS".into(), "500".into());
     emu_down.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &down);
+    // And with the destinations processor, sending to a queue that does not exist.
+    let mut emu_dest = Emulator::start();
+    let mut dest = env.clone();
+    aws_env(&mut dest);
+    let missing = format!(
+        "{}/123456789012/hc-obs-missing-{:08x}",
+        support::moto::server().url,
+        fastrand::u32(..)
+    );
+    dest.insert("HOOKCLAIM_PROCESSOR".into(), "destinations".into());
+    dest.insert(
+        "HOOKCLAIM_DESTINATIONS".into(),
+        serde_json::json!({"github": [{"kind": "sqs", "queue_url": missing}]}).to_string(),
+    );
+    emu_dest.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &dest);
     let mut retention_env = env.clone();
     retention_env.remove("HOOKCLAIM_SECRETS");
     emu.run_function("retention", env!("CARGO_BIN_EXE_retention"), &retention_env);
@@ -265,6 +297,8 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
         (&emu, "m-2", r#"{"no":"order"}"#, secret, 200, "dead"),
         (&emu, "m-3", order, "not-the-secret", 401, "unauthorized"),
         (&emu_down, "m-4", order, secret, 503, "unavailable"),
+        (&emu_dest, "m-5", order, secret, 503, "failed"),
+        (&emu_dest, "m-5", order, secret, 503, "retry_later"),
     ];
     for (emulator, id, body, secret, status, outcome) in cases {
         let (got, answer) = post(emulator, id, body, secret);
@@ -279,6 +313,7 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
         ("webhook", emu.logs("webhook")),
         ("webhook-down", emu_down.logs("webhook")),
         ("retention", emu.logs("retention")),
+        ("webhook-destinations", emu_dest.logs("webhook")),
     ]
 }
 
@@ -339,6 +374,8 @@ async fn each_delivery_line_is_logged_at_the_level_of_its_outcome_not_its_status
     let expected: BTreeMap<String, BTreeSet<String>> = [
         ("processed", "200 INFO"),
         ("duplicate", "200 INFO"),
+        ("retry_later", "503 INFO"),
+        ("failed", "503 WARN"),
         ("unauthorized", "401 WARN"),
         ("dead", "200 ERROR"),
         ("unavailable", "503 ERROR"),
@@ -347,6 +384,25 @@ async fn each_delivery_line_is_logged_at_the_level_of_its_outcome_not_its_status
     .map(|(o, l)| (o.to_string(), BTreeSet::from([l.to_string()])))
     .collect();
     assert_eq!(levels, expected);
+
+    // The missing queue is a destination fault: an error line counting `destination_faults`,
+    // once, for the one attempt that called it (the redelivery was not due).
+    let faults: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["destination_faults"].is_number())
+        .collect();
+    println!("destination fault lines: {faults:?}");
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0]["level"], "ERROR");
+    assert_eq!(faults[0]["destination_faults"], 1);
+    assert!(faults[0]["destination"]
+        .as_str()
+        .unwrap()
+        .starts_with("sqs:hc-obs-missing-"));
+    assert_eq!(
+        faults[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+        serde_json::json!([["destination"], []])
+    );
 }
 
 #[tokio::test]
