@@ -1,7 +1,9 @@
 //! Secrets and credentials from AWS, against moto's server (a local endpoint reached through
 //! the standard `AWS_ENDPOINT_URL`) and a real PostgreSQL: webhook secrets loaded once and
-//! rotated without a redeploy, forged floods that cannot become Secrets Manager floods, a
-//! rotated database password, RDS IAM tokens, and what a cold start costs in AWS calls.
+//! rotated without a redeploy, forged floods that cannot become Secrets Manager floods, secrets
+//! that cannot be read again refused past twice their maximum age, a rotated database password,
+//! RDS IAM tokens, what a cold start costs in AWS calls, and a build without the AWS parts
+//! refusing the settings that need them.
 //!
 //! Calls are counted on the server side, from moto's request recording, as well as by the
 //! code's own counters.
@@ -550,6 +552,81 @@ async fn a_cold_start_reads_each_secret_once_and_the_next_1000_deliveries_call_a
             !call.target.starts_with("secretsmanager.") || call.secret().is_some(),
             "{call:?}"
         );
+    }
+}
+
+#[test]
+fn a_build_without_the_aws_parts_refuses_at_cold_start_each_setting_that_needs_one() {
+    // The deployed-profile fixture is built with `default-features = false`: no Secrets
+    // Manager, RDS IAM, destinations or forwarder (tests/it/deployed.rs builds it too).
+    let bins =
+        support::emulator::build_binaries("hookclaim-fixture-faulty", &["faulty-webhook"], true);
+    const DESTINATIONS: &str =
+        r#"{"github":[{"kind":"sqs","queue_url":"https://sqs.eu-west-1.amazonaws.com/1/q"}]}"#;
+    // The settings, the one named in the error, and the feature it needs.
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        &'static str,
+        &'static str,
+    );
+    let cases: &[Case] = &[
+        (
+            &[(
+                "HOOKCLAIM_SECRETS_ARN",
+                "arn:aws:secretsmanager:eu-west-1:1:secret:hooks",
+            )],
+            "HOOKCLAIM_SECRETS_ARN",
+            "secrets-manager",
+        ),
+        (
+            &[(
+                "DATABASE_SECRET_ARN",
+                "arn:aws:secretsmanager:eu-west-1:1:secret:db",
+            )],
+            "DATABASE_SECRET_ARN",
+            "secrets-manager",
+        ),
+        (
+            &[("DATABASE_IAM_AUTH", "true"), ("DATABASE_TLS", "require")],
+            "DATABASE_IAM_AUTH",
+            "rds-iam",
+        ),
+        (
+            &[
+                ("HOOKCLAIM_PROCESSOR", "destinations"),
+                ("HOOKCLAIM_DESTINATIONS", DESTINATIONS),
+            ],
+            "HOOKCLAIM_PROCESSOR",
+            "destinations",
+        ),
+        (
+            &[
+                ("HOOKCLAIM_PROCESSOR", "forward"),
+                ("FORWARD_URL", "https://hooks.example/in"),
+            ],
+            "HOOKCLAIM_PROCESSOR",
+            "forward",
+        ),
+    ];
+    for (settings, setting, feature) in cases {
+        let out = std::process::Command::new(&bins["faulty-webhook"])
+            .env_clear()
+            .envs(support::local_env())
+            .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+            .envs(settings.iter().copied())
+            .output()
+            .expect("run the fixture's webhook binary");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        let line = printed
+            .lines()
+            .find(|l| l.contains("bad configuration"))
+            .unwrap_or_else(|| panic!("{settings:?}: no configuration error in {printed}"));
+        println!("[aws] without the AWS parts, {setting}: {line}");
+        assert!(!out.status.success(), "{settings:?}");
+        let error: serde_json::Value = serde_json::from_str(line).unwrap();
+        let error = error["error"].as_str().unwrap();
+        assert!(error.starts_with(&format!("{setting}: ")), "{error}");
+        assert!(error.contains(&format!("`{feature}` feature")), "{error}");
     }
 }
 
