@@ -503,6 +503,9 @@ def check_stack_file(template, write):
         fail("scripts/cargo-lambda-stack.json is not what template.yaml gives: run "
              "`python3 scripts/check-deploy.py --write`")
         return
+    if len(generated.encode()) > 51200:
+        fail("scripts/cargo-lambda-stack.json is %d bytes: `aws cloudformation deploy` takes at most "
+             "51,200 without an S3 bucket" % len(generated.encode()))
     code, out, err = run(["cfn-lint", str(STACK_FILE)])
     if code != 0:
         fail("cfn-lint scripts/cargo-lambda-stack.json\n%s%s" % (out, err))
