@@ -10,9 +10,6 @@ be clean under `cfn-lint` and `sam validate --lint`, and translate under `sam va
 - the settings the RDS Proxy option changes are exactly DATABASE_HOST (the proxy's endpoint),
   DATABASE_PORT (5432) and DATABASE_POOLED=true, for both functions; tests/it/pooler.rs runs with
   that DATABASE_POOLED value and the pooler's host and port;
-- `cargo lambda deploy` gets the same settings as `sam deploy`: Cargo.toml's
-  [package.metadata.lambda.bin.*.deploy] runtime, memory, timeout, log retention and every
-  environment variable equal the template's defaults for that function;
 - each destinations combination grants both functions exactly the destinations' actions
   (sqs:SendMessage, events:PutEvents, states:StartExecution) on the ARNs given, and the other
   combinations grant none of them;
@@ -33,17 +30,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 import zipfile
 
-from cfnlint.decode import decode_str
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from cfn import ROOT, function_settings, refusals
+import cfn
 OUT = ROOT / "target" / "template-check"
 
 SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hookclaim/%s-AbCdEf"
 LAYER = "arn:aws:lambda:eu-west-1:123456789012:layer:hookclaim-rds-ca:1"
 REQUIRED = {
+    "SourcesJson": '{"stripe":{"kind":"stripe"},"github":{"kind":"github"}}',
     "WebhookSecretsArn": SECRET % "webhooks",
     "DatabaseSecretArn": SECRET % "db-app",
     "DatabaseOwnerSecretArn": SECRET % "db-owner",
@@ -99,6 +95,10 @@ COMBINATIONS = [
      {**DESTINATIONS, "DestinationQueueArns": QUEUE + "," + AUDIT_QUEUE,
       "DestinationEventBusArns": BUS, "DestinationStateMachineArns": MACHINE,
       "DestinationSigningSecret": "whsec_aG9va2NsYWltLXRlbXBsYXRlLWNoZWNr"}, None),
+    ("forward-signed",
+     {"Processor": "forward", "ForwardUrl": "https://erp.example.com/hooks",
+      "ForwardSigningSecret": "whsec_aG9va2NsYWltLXRlbXBsYXRlLWNoZWNr", "DatabaseHost": HOST,
+      "DatabaseTls": "require"}, None),
     # Refused: each would fail every cold start (or the deploy itself).
     ("defaults-verify-full-without-ca", {"DatabaseHost": HOST}, "VerifyFullNeedsTheCaBundle"),
     ("proxy-verify-full-without-ca", dict(PROXY), "VerifyFullNeedsTheCaBundle"),
@@ -119,6 +119,8 @@ COMBINATIONS = [
     ("proxy-without-tls", {**PROXY, "DatabaseTls": "disable"}, "ProxyNeedsOneTargetAndTls"),
     ("destinations-without-list", {**DESTINATIONS, "DestinationsJson": ""},
      "DestinationsNeedTheirList"),
+    ("forward-without-url", {"Processor": "forward", "DatabaseHost": HOST, "DatabaseTls": "require"},
+     "ForwardNeedsItsUrl"),
 ]
 
 failures = []
@@ -129,99 +131,8 @@ def fail(message):
     print("FAIL " + message)
 
 
-# --- a small evaluator for the intrinsic functions Rules, Conditions and variables use --------
-
-NO_VALUE = object()
-
-
-class Context:
-    def __init__(self, template, params):
-        self.template = template
-        self.params = params
-        self.conditions = {}
-
-    def condition(self, name):
-        if name not in self.conditions:
-            self.conditions[name] = self.value(self.template["Conditions"][name])
-        return self.conditions[name]
-
-    def value(self, node):
-        if isinstance(node, dict) and len(node) == 1:
-            (key, arg), = node.items()
-            if key == "Ref":
-                if arg == "AWS::NoValue":
-                    return NO_VALUE
-                if arg.startswith("AWS::"):
-                    return "<%s>" % arg
-                if arg in self.params:
-                    return self.params[arg]
-                return "<%s>" % arg  # a resource's id
-            if key == "Fn::Equals":
-                return self.value(arg[0]) == self.value(arg[1])
-            if key == "Fn::Not":
-                return not self.value(arg[0])
-            if key == "Fn::And":
-                return all(self.value(a) for a in arg)
-            if key == "Fn::Or":
-                return any(self.value(a) for a in arg)
-            if key == "Condition":
-                return self.condition(arg)
-            if key == "Fn::If":
-                return self.value(arg[1] if self.condition(arg[0]) else arg[2])
-            if key == "Fn::GetAtt":
-                target = arg if isinstance(arg, str) else ".".join(arg)
-                return "<%s>" % target
-            if key == "Fn::Join":
-                parts = self.value(arg[1])
-                return arg[0].join(parts if isinstance(parts, list) else [parts])
-            if key.startswith("Fn::"):
-                return "<%s>" % key  # Sub, Select, Split: not needed to decide anything here
-        if isinstance(node, dict):
-            return {k: v for k, v in ((k, self.value(v)) for k, v in node.items())
-                    if v is not NO_VALUE}
-        if isinstance(node, list):
-            return [v for v in (self.value(v) for v in node) if v is not NO_VALUE]
-        return node
-
-
 def parameter_values(template, overrides):
-    values = {}
-    for name, spec in template["Parameters"].items():
-        value = overrides.get(name, REQUIRED.get(name, spec.get("Default")))
-        if value is None:
-            raise SystemExit("combination leaves %s without a value" % name)
-        value = str(value)
-        if spec["Type"] in ("CommaDelimitedList", "List<AWS::EC2::Subnet::Id>",
-                            "List<AWS::EC2::SecurityGroup::Id>"):
-            value = value.split(",")
-        values[name] = value
-    return values
-
-
-def refusals(template, params):
-    """The rules whose assertions fail for these parameters, with their messages."""
-    ctx = Context(template, params)
-    refused = []
-    for name, rule in template.get("Rules", {}).items():
-        if "RuleCondition" in rule and not ctx.value(rule["RuleCondition"]):
-            continue
-        for assertion in rule["Assertions"]:
-            if not ctx.value(assertion["Assert"]):
-                refused.append((name, " ".join(str(assertion["AssertDescription"]).split())))
-    return refused
-
-
-def function_settings(template, params, logical_id):
-    """A function's resolved properties, Globals merged, as SAM merges them."""
-    ctx = Context(template, params)
-    props = copy.deepcopy(template["Globals"]["Function"])
-    own = template["Resources"][logical_id]["Properties"]
-    for key, value in own.items():
-        if key == "Environment":
-            props["Environment"]["Variables"].update(value["Variables"])
-        else:
-            props[key] = value
-    return ctx.value(props)
+    return cfn.parameter_values(template, overrides, REQUIRED)
 
 
 def render(template, overrides):
@@ -316,7 +227,7 @@ def check_proxy_settings(resolved):
             if changed != expected:
                 fail("%s %s: the proxy option changes %s, expected %s"
                      % (with_proxy, fn, changed, expected))
-    pooler = (ROOT / "tests" / "pooler.rs").read_text()
+    pooler = (ROOT / "tests" / "it" / "pooler.rs").read_text()
     block = re.search(r"const POOLED: &\[\(&str, &str\)\] = &\[(.*?)\];", pooler, re.S)
     if not block or '("DATABASE_POOLED", "true")' not in block.group(1):
         fail("tests/it/pooler.rs: POOLED must set DATABASE_POOLED=true, as the proxy option does")
@@ -343,34 +254,6 @@ def check_destination_grants(resolved):
     print("destination grants: exactly the configured actions on the given ARNs in %d "
           "combinations, none in the %d others"
           % (len(GRANTS), len(resolved) - len(GRANTS)))
-
-
-def check_cargo_metadata(template, resolved):
-    cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
-    bins = cargo["package"]["metadata"]["lambda"]["bin"]
-    defaults = resolved["direct-password-verify-full-ca"]
-    for binary, fn in (("webhook", "WebhookFunction"), ("retention", "RetentionFunction")):
-        deploy = bins[binary]["deploy"]
-        sam = defaults[fn]
-        env = sam["Environment"]["Variables"]
-        log_group_id = template["Resources"][fn]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
-        log_group = template["Resources"][log_group_id]
-        retention_param = log_group["Properties"]["RetentionInDays"]["Ref"]
-        pairs = [
-            ("runtime", deploy.get("runtime"), sam["Runtime"]),
-            ("memory", deploy.get("memory"), sam["MemorySize"]),
-            ("timeout", deploy.get("timeout"), sam["Timeout"]),
-            ("log_retention", deploy.get("log_retention"),
-             int(template["Parameters"][retention_param]["Default"])),
-        ]
-        for key, value in deploy.get("env", {}).items():
-            pairs.append(("env " + key, value, env.get(key)))
-        for key, cargo_value, sam_value in pairs:
-            if str(cargo_value) != str(sam_value):
-                fail("%s: Cargo.toml %s = %r but template.yaml gives %r"
-                     % (binary, key, cargo_value, sam_value))
-        print("cargo lambda deploy %-9s = sam deploy defaults: runtime, memory, timeout, "
-              "log retention and %d variables" % (binary, len(deploy.get("env", {}))))
 
 
 def check_ca_layer_script():
@@ -407,14 +290,10 @@ def check_ca_layer_script():
 
 
 def main():
-    template, matches = decode_str((ROOT / "template.yaml").read_text())
-    if matches:
-        raise SystemExit("template.yaml does not parse: %s" % matches)
+    template = cfn.load()
     resolved = check_combinations(template)
     if "proxy-password-require" in resolved and "direct-password-require" in resolved:
         check_proxy_settings(resolved)
-    if "direct-password-verify-full-ca" in resolved:
-        check_cargo_metadata(template, resolved)
     check_destination_grants(resolved)
     check_ca_layer_script()
     if failures:

@@ -1,70 +1,124 @@
-# Shared by scripts/test and scripts/run: installs missing tools and prints steps.
+# Shared by scripts/run and scripts/test: finds or installs what each needs, and names what it
+# cannot install. Sourced from the repository root.
+#
+#   ensure_run_tools    what the local run needs: cargo, Python 3 with venv, the PostgreSQL
+#                       server binaries, cargo-lambda
+#   ensure_test_tools   that, and what the tests and checks add: PgBouncer, cfn-lint, moto's
+#                       server, the SAM CLI, clippy and rustfmt
+#
+# Python tools go into a virtual environment, target/venv (PEP 668 refuses `pip install` into a
+# distribution's own Python), whose bin directory is put first on PATH. System packages are
+# installed with apt-get where there is one (as root, or through sudo); elsewhere (macOS, other
+# distributions) the message says what to install.
 # shellcheck shell=bash
+
+VENV="$PWD/target/venv"
 
 # A section heading, with the seconds since the script started so slow steps show in CI logs.
 step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# Runs apt-get as root directly, or through sudo when there is one.
-apt_install() {
-  local sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"
+# Stops with what is missing and how to get it.
+missing() {
+  printf 'missing: %s\n  %s\n' "$1" "$2" >&2
+  exit 1
 }
 
+# Installs Debian packages when this machine has apt-get; fails (returns 1) where it has not.
+apt_install() {
+  have apt-get || return 1
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    have sudo || return 1
+    sudo="sudo"
+  fi
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"
+}
+
+# The directory holding initdb, pg_ctl and postgres: on PATH, or where Debian, Ubuntu and
+# Homebrew put them (newest version first).
 pg_bin_dir() {
   if have initdb && have pg_ctl && have postgres; then
     dirname "$(readlink -f "$(command -v initdb)")"
     return
   fi
-  find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1
+  local dir
+  for dir in $(ls -d /usr/lib/postgresql/*/bin /opt/homebrew/opt/postgresql@*/bin \
+                     /usr/local/opt/postgresql@*/bin 2>/dev/null | sort -rV); do
+    if [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] && [ -x "$dir/postgres" ]; then
+      echo "$dir"
+      return
+    fi
+  done
 }
 
-pip_install() {
-  python3 -m pip install --quiet --disable-pip-version-check "$@"
-}
-
-# Everything the tests and the local run need, installed only when missing.
-ensure_tools() {
-  have cargo || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
-  have python3 || { echo "python3 not found: install Python 3" >&2; exit 1; }
+ensure_postgres() {
   local bindir
   bindir=$(pg_bin_dir)
-  if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
-    step "installing PostgreSQL server binaries"
-    apt_install postgresql
+  if [ -z "$bindir" ]; then
+    step "installing the PostgreSQL server binaries (apt-get install postgresql)"
+    apt_install postgresql || missing "the PostgreSQL server binaries (initdb, pg_ctl, postgres)" \
+      "install PostgreSQL 13 or later (Debian/Ubuntu: apt-get install postgresql; macOS: brew install postgresql@16) or put its bin directory on PATH"
     bindir=$(pg_bin_dir)
-  fi
-  # pg_stat_statements (statement counts in the tests) ships in the server package's contrib.
-  if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
-    echo "PostgreSQL server binaries still missing after install" >&2
-    exit 1
+    [ -n "$bindir" ] || missing "the PostgreSQL server binaries" "installed, but initdb is still not found"
   fi
   export PATH="$bindir:$PATH"
-  if ! have pgbouncer && [ ! -x /usr/sbin/pgbouncer ]; then
-    step "installing PgBouncer (tests/it/pooler.rs runs through it)"
-    apt_install pgbouncer
-  fi
   if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
-    # initdb refuses to run as root: the harness runs the server as this user.
+    # initdb refuses to run as root: the server runs as this user.
     useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
   fi
-  # Console scripts installed by pip land here; it may not be on PATH yet.
-  PATH="$(python3 -c "import sysconfig; print(sysconfig.get_path('scripts'))"):$PATH"
-  export PATH
-  if ! have cargo-lambda; then
-    step "installing cargo-lambda"
-    pip_install cargo-lambda
-  fi
-  if ! have cfn-lint; then
-    step "installing cfn-lint"
-    pip_install cfn-lint
-  fi
-  if ! have moto_server; then
-    step "installing moto's server (local AWS endpoint for tests)"
-    pip_install "moto[server]"
-  fi
-  rustup component list --installed 2>/dev/null | grep -q clippy || rustup component add clippy rustfmt 2>/dev/null || true
 }
+
+# target/venv, created on first use and put first on PATH.
+ensure_venv() {
+  have python3 || missing "python3" "install Python 3.9 or later (https://www.python.org/downloads/)"
+  if [ ! -x "$VENV/bin/pip" ]; then
+    step "creating the Python virtual environment for the tools (target/venv)"
+    rm -rf "$VENV"
+    mkdir -p "$(dirname "$VENV")"
+    if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+      # Debian and Ubuntu ship venv's pip bootstrap in a package of its own.
+      rm -rf "$VENV"
+      apt_install python3-venv && python3 -m venv "$VENV" || missing "Python's venv module" \
+        "install it (Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+  fi
+  export PATH="$VENV/bin:$PATH"
+}
+
+# Installs a Python package into target/venv unless the command it provides is there already.
+venv_install() {
+  local command=$1
+  shift
+  if [ ! -x "$VENV/bin/$command" ]; then
+    step "installing $* (into target/venv)"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "$@"
+  fi
+}
+
+# What scripts/run needs, and nothing more.
+ensure_run_tools() {
+  have cargo || missing "cargo" "install Rust (https://rustup.rs)"
+  ensure_postgres
+  ensure_venv
+  venv_install cargo-lambda cargo-lambda
+}
+
+# What scripts/test needs: the run's tools and the test-only ones.
+ensure_test_tools() {
+  ensure_run_tools
+  if ! have pgbouncer && [ ! -x /usr/sbin/pgbouncer ]; then
+    step "installing PgBouncer (tests/it/pooler.rs runs through it)"
+    apt_install pgbouncer || missing "pgbouncer" \
+      "install it (Debian/Ubuntu: apt-get install pgbouncer; macOS: brew install pgbouncer)"
+  fi
+  venv_install cfn-lint cfn-lint
+  venv_install moto_server "moto[server]"
+  venv_install sam aws-sam-cli
+  rustup component list --installed 2>/dev/null | grep -q clippy \
+    || rustup component add clippy rustfmt 2>/dev/null || true
+}
+
+# The name scripts/test calls.
+ensure_tools() { ensure_test_tools; }
