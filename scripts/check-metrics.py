@@ -85,6 +85,13 @@ def plain(value, where):
 def watched(template, stack):
     """(where, namespace, name, dimension keys, {key: value}) for each metric read."""
     out = []
+    # Metrics the template makes itself from log lines (metric filters), not the functions.
+    from_logs = {
+        (namespace_of(t["MetricNamespace"], stack, rid), t["MetricName"])
+        for rid, res in template.get("Resources", {}).items()
+        if res.get("Type") == "AWS::Logs::MetricFilter"
+        for t in res["Properties"]["MetricTransformations"]
+    }
     for rid, res in template.get("Resources", {}).items():
         props = res.get("Properties", {})
         if res.get("Type") == "AWS::CloudWatch::Alarm":
@@ -95,8 +102,10 @@ def watched(template, stack):
                 if "MetricStat" in m:
                     stats.append(m["MetricStat"]["Metric"])
             for s in stats:
-                dims = {plain(d["Name"], rid): plain(d["Value"], rid) for d in s.get("Dimensions", [])}
                 namespace = namespace_of(s["Namespace"], stack, rid)
+                if namespace.startswith("AWS/"):
+                    continue  # published by AWS, whose dimension values are the stack's resources
+                dims = {plain(d["Name"], rid): plain(d["Value"], rid) for d in s.get("Dimensions", [])}
                 out.append((f"alarm {rid}", namespace, s["MetricName"], frozenset(dims), dims))
         elif res.get("Type") == "AWS::CloudWatch::Dashboard":
             body = json.loads(substitute(props["DashboardBody"]["Fn::Sub"], stack))
@@ -125,7 +134,7 @@ def watched(template, stack):
                     namespace, name, rest = fields[0], fields[1], fields[2:]
                     dims = dict(zip(rest[0::2], rest[1::2]))
                     out.append((title, namespace, name, frozenset(dims), dims))
-    return out
+    return [w for w in out if (w[1], w[2]) not in from_logs]
 
 
 def emitted(paths):
