@@ -35,7 +35,7 @@ pub async fn run_webhook<P: Processor>(processor: P) -> Result<(), Error> {
 /// Outside Lambda (no `AWS_LAMBDA_RUNTIME_API` in the environment) it runs the command its
 /// arguments name once instead, from a terminal, with the same configuration and code as an
 /// invocation: `retention stats`, `retention replay-all --source github --dry-run`,
-/// `retention '{"command":"stats"}'` (the README's Operations lists them). No arguments is a
+/// `retention '{"command":"stats"}'` (docs/operations.md lists them). No arguments is a
 /// normal run; `--deadline-secs N` (default 300) bounds it as the function's timeout would.
 /// The report is printed on stdout, logs go to stderr, and an error is printed as Lambda
 /// returns it (`errorType`, `errorMessage`) and ends the process with a failure status.
