@@ -9,8 +9,9 @@ sample events (or this file) do:
 
   request_to_delivery/  every webhook event in events/, as it is
   retention_command/    every retention-*.json in events/, as it is, plus a few refusals
-  verify_providers/     each provider vector (src/verify/vectors.json) as it is, signed again
-                        with another body, at both sides of its clock, and each handshake
+  verify_providers/     each provider vector (crates/hookclaim-verify/src/vectors.json) as it
+                        is, signed again with another body, at both sides of its clock, and
+                        each handshake
   verify_signature/     the signed samples' scheme, secrets, signature headers and exact body in
                         the target's text format (fuzz/src/verify_signature.rs), plus seeds for
                         what the samples do not show (generic HMAC in base64, ids from a JSON
@@ -259,7 +260,7 @@ def provider_seeds():
     """verify_providers: each provider vector as it is, signed again with another body, at each
     side of its clock, and with its signature header removed; plus each handshake's body under
     the preset that answers it."""
-    with open(os.path.join(ROOT, "src", "verify", "vectors.json")) as f:
+    with open(os.path.join(ROOT, "crates", "hookclaim-verify", "src", "vectors.json")) as f:
         vectors = json.load(f)["vectors"]
     seeds = {}
     index = {}

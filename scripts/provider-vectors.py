@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes src/verify/vectors.json: one signed request per preset, signed (or, where a provider
-publishes only a verifier, accepted) by the provider's own SDK, with its provenance.
+"""Writes crates/hookclaim-verify/src/vectors.json: one signed request per preset, signed (or,
+where a provider publishes only a verifier, accepted) by the provider's own SDK, with its
+provenance.
 
 Not part of the tests or the build: the committed file is the test data, and the tests never
 need these SDKs. Regenerate by hand, offline once the packages are installed:
@@ -30,7 +31,7 @@ import time
 from datetime import datetime, timezone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, "src", "verify", "vectors.json")
+OUT = os.path.join(ROOT, "crates", "hookclaim-verify", "src", "vectors.json")
 NODE_MODULES = os.environ.get("HOOKCLAIM_NODE_MODULES", "/tmp/npm/node_modules")
 
 NOW = int(time.time())

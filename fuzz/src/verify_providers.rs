@@ -1,6 +1,6 @@
 //! Target `verify_providers`: every preset (the signed-message kind, Ed25519, the static token,
 //! Twilio, Standard Webhooks with `v1a`) and its handshakes, on requests derived from the
-//! provider vectors in `src/verify/vectors.json`.
+//! provider vectors in `crates/hookclaim-verify/src/vectors.json`.
 //!
 //! # Input format
 //!
@@ -53,7 +53,7 @@ pub struct Vector {
 pub fn vectors() -> &'static [Vector] {
     static VECTORS: std::sync::OnceLock<Vec<Vector>> = std::sync::OnceLock::new();
     VECTORS.get_or_init(|| {
-        let file: File = serde_json::from_str(include_str!("../../src/verify/vectors.json"))
+        let file: File = serde_json::from_str(include_str!("../../crates/hookclaim-verify/src/vectors.json"))
             .expect("vectors.json");
         file.vectors
     })

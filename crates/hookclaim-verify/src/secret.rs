@@ -135,24 +135,27 @@ pub struct SecretsDocument(pub BTreeMap<String, Vec<String>>);
 impl SecretsDocument {
     /// Parses `{"stripe": "whsec_…", "github": ["new", "old"]}`. The error never quotes the input.
     pub fn parse(json: &str) -> Result<Self, SecretError> {
-        #[derive(serde::Deserialize)]
-        #[serde(untagged)]
-        enum OneOrMany {
-            One(String),
-            Many(Vec<String>),
-        }
-        let raw: BTreeMap<String, OneOrMany> =
-            serde_json::from_str(json).map_err(|_| SecretError::NotADocument)?;
+        let serde_json::Value::Object(raw) =
+            serde_json::from_str(json).map_err(|_| SecretError::NotADocument)?
+        else {
+            return Err(SecretError::NotADocument);
+        };
+        let text = |v: serde_json::Value| match v {
+            serde_json::Value::String(s) => Ok(s),
+            _ => Err(SecretError::NotADocument),
+        };
         let map = raw
             .into_iter()
             .map(|(source, v)| {
                 let list = match v {
-                    OneOrMany::One(s) => vec![s],
-                    OneOrMany::Many(v) => v,
+                    serde_json::Value::Array(items) => {
+                        items.into_iter().map(text).collect::<Result<_, _>>()?
+                    }
+                    one => vec![text(one)?],
                 };
-                (source, list)
+                Ok((source, list))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         Ok(SecretsDocument(map))
     }
 }
@@ -175,9 +178,14 @@ mod tests {
         assert_eq!(key.expose().len(), 24);
         assert!(!key.is_public_key());
         // Without the prefix, and without padding, the same key.
-        assert_eq!(Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", sw), Ok(key.clone()));
         assert_eq!(
-            Secret::parse("whsec_aG9va2NsYWltLXN0YW5kYXJkLXRlc3Qta2V5", sw).unwrap().expose(),
+            Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", sw),
+            Ok(key.clone())
+        );
+        assert_eq!(
+            Secret::parse("whsec_aG9va2NsYWltLXN0YW5kYXJkLXRlc3Qta2V5", sw)
+                .unwrap()
+                .expose(),
             b"hookclaim-standard-test-key"
         );
         // Padded or not, prefixed or not: the same key.
@@ -185,11 +193,23 @@ mod tests {
             assert_eq!(Secret::parse(text, sw).unwrap().expose(), b"abcd", "{text}");
         }
         let raw = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SecretFormat::Raw);
-        assert_eq!(raw.unwrap().expose(), b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
-        assert_eq!(Secret::parse("whsec_***", sw), Err(SecretError::InvalidBase64));
-        assert_eq!(Secret::parse("polar_raw", sw), Err(SecretError::InvalidBase64));
+        assert_eq!(
+            raw.unwrap().expose(),
+            b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+        );
+        assert_eq!(
+            Secret::parse("whsec_***", sw),
+            Err(SecretError::InvalidBase64)
+        );
+        assert_eq!(
+            Secret::parse("polar_raw", sw),
+            Err(SecretError::InvalidBase64)
+        );
         assert_eq!(Secret::parse("whsec_", sw), Err(SecretError::Empty));
-        assert_eq!(Secret::parse("", SecretFormat::Raw), Err(SecretError::Empty));
+        assert_eq!(
+            Secret::parse("", SecretFormat::Raw),
+            Err(SecretError::Empty)
+        );
         let public = Secret::parse(&format!("whpk_{}", "A".repeat(43)), sw).unwrap();
         assert!(public.is_public_key());
         assert_eq!(

@@ -8,7 +8,7 @@ use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
 use crate::secret::Secret;
-use crate::verify::Incoming;
+use crate::Incoming;
 
 /// Which handshakes a source answers (set by its preset).
 #[derive(Debug, Clone, PartialEq, Eq)]
