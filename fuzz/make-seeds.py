@@ -13,13 +13,13 @@ sample events (or this file) do:
                         is, signed again with another body, at both sides of its clock, and
                         each handshake
   verify_signature/     the signed samples' scheme, secrets, signature headers and exact body in
-                        the target's text format (fuzz/src/verify_signature.rs), plus seeds for
-                        what the samples do not show (generic HMAC in base64, ids from a JSON
-                        pointer or the body hash, the svix- spelling, refusals); `@sign` lines
-                        have the harness compute a genuine signature
+                        the target's text format (fuzz/verify/src/verify_signature.rs), plus
+                        seeds for what the samples do not show (generic HMAC in base64, ids
+                        from a JSON pointer or the body hash, the svix- spelling, refusals);
+                        `@sign` lines have the harness compute a genuine signature
 
 verify_signature seeds are named after the answer `verify` gives (ok-, unauthorized-,
-bad-request-, no-secret-); `cargo test` in fuzz/ checks that they still do.
+bad-request-, no-secret-); `cargo test` in fuzz/verify/ checks that they still do.
 """
 
 import base64

@@ -26,9 +26,10 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use hookclaim::handshake::{self, Handshake};
-use hookclaim::secret::Secret;
-use hookclaim::verify::{self, presets, Incoming, Scheme, VerifyError, MAX_ID_LEN};
+use hookclaim_verify::handshake::{self, Handshake};
+use hookclaim_verify::{
+    self as verify, presets, Incoming, Scheme, Secret, VerifyError, MAX_ID_LEN,
+};
 
 #[derive(Debug, Deserialize)]
 struct File {
@@ -53,8 +54,10 @@ pub struct Vector {
 pub fn vectors() -> &'static [Vector] {
     static VECTORS: std::sync::OnceLock<Vec<Vector>> = std::sync::OnceLock::new();
     VECTORS.get_or_init(|| {
-        let file: File = serde_json::from_str(include_str!("../../crates/hookclaim-verify/src/vectors.json"))
-            .expect("vectors.json");
+        let file: File = serde_json::from_str(include_str!(
+            "../../../crates/hookclaim-verify/src/vectors.json"
+        ))
+        .expect("vectors.json");
         file.vectors
     })
 }
@@ -482,7 +485,7 @@ mod tests {
 
     #[test]
     fn every_committed_seed_passes() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/verify_providers");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/verify_providers");
         let mut seen = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             run(&std::fs::read(entry.unwrap().path()).unwrap());
