@@ -105,9 +105,34 @@ impl Scheme {
     pub fn refuses_old_requests(&self) -> bool {
         match self {
             Scheme::Stripe { .. } | Scheme::Standard { .. } | Scheme::Ed25519(_) => true,
-            Scheme::Signed(s) => s.timestamp.is_some(),
+            Scheme::Signed(s) => s.signs_timestamp() == Some(true),
             Scheme::Github | Scheme::Hmac(_) | Scheme::Token(_) | Scheme::Twilio(_) => false,
         }
+    }
+
+    /// Whether the signature covers the delivery id, so that a replayed request carries the id
+    /// it was signed with. Where it does not (GitHub's `X-GitHub-Delivery`, a token, Twilio's
+    /// idempotency header), a signed body can be sent again under any id and still verify.
+    pub fn signs_delivery_id(&self) -> bool {
+        match self {
+            // Stripe's id is in the signed body; Standard Webhooks signs `webhook-id`.
+            Scheme::Stripe { .. } | Scheme::Standard { .. } => true,
+            Scheme::Github | Scheme::Token(_) => false,
+            Scheme::Hmac(h) => h.id.is_in_body(),
+            Scheme::Signed(s) => s.signs_delivery_id(),
+            // Ed25519 here signs the timestamp and the body.
+            Scheme::Ed25519(e) => e.id.is_in_body(),
+            // Twilio signs the form's parameters sorted, not the raw body, so even an id taken
+            // from the body could differ between two requests with one signature.
+            Scheme::Twilio(_) => false,
+        }
+    }
+
+    /// Whether a receiver should remember the signed body as well as the delivery id: the
+    /// signature covers neither the id nor a checked timestamp, so nothing else stops a signed
+    /// body from being replayed under a new id.
+    pub fn needs_replay_guard(&self) -> bool {
+        !self.signs_delivery_id() && !self.refuses_old_requests()
     }
 
     /// How this scheme's configured secrets are read.
@@ -270,8 +295,9 @@ impl VerifyError {
     }
 }
 
-/// The configured secrets split by use: HMAC keys and Ed25519 public keys. Empty secrets are
-/// dropped: an empty key would let anyone compute a valid MAC.
+/// The configured secrets split by use: HMAC keys and Ed25519 public keys (a handshake's verify
+/// token is neither, and never verifies a signature). Empty secrets are dropped: an empty key
+/// would let anyone compute a valid MAC.
 pub(crate) struct Keys<'s> {
     pub(crate) hmac: Vec<&'s [u8]>,
     pub(crate) public: Vec<&'s [u8]>,
@@ -282,7 +308,7 @@ impl<'s> Keys<'s> {
         let usable = || secrets.iter().filter(|s| !s.expose().is_empty());
         let keys = Keys {
             hmac: usable()
-                .filter(|s| !s.is_public_key())
+                .filter(|s| s.is_key())
                 .map(Secret::expose)
                 .collect(),
             public: usable()

@@ -7,12 +7,24 @@ use std::fmt;
 
 use base64::Engine as _;
 
-/// One signing key: an HMAC secret (or static token), or an Ed25519 public key. `Debug` and
-/// `Display` print `[redacted]`, so a secret cannot reach a log or an error message by accident.
+/// One signing key: an HMAC secret (or static token), an Ed25519 public key, or a provider's
+/// handshake token (Meta's verify token). `Debug` and `Display` print `[redacted]`, so a secret
+/// cannot reach a log or an error message by accident.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret {
     bytes: Vec<u8>,
-    public_key: bool,
+    role: Role,
+}
+
+/// What a secret's bytes are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// An HMAC key or a static token.
+    Key,
+    /// An Ed25519 public key.
+    PublicKey,
+    /// A token a handshake compares, never a signing key (Meta's verify token).
+    VerifyToken,
 }
 
 /// How a scheme's secrets are written in configuration.
@@ -32,7 +44,7 @@ impl Secret {
     pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Self {
         Secret {
             bytes: bytes.into(),
-            public_key: false,
+            role: Role::Key,
         }
     }
 
@@ -40,7 +52,16 @@ impl Secret {
     pub fn ed25519_public_key(bytes: impl Into<Vec<u8>>) -> Self {
         Secret {
             bytes: bytes.into(),
-            public_key: true,
+            role: Role::PublicKey,
+        }
+    }
+
+    /// Meta's verify token: compared by the subscription handshake, never used to verify a
+    /// signature.
+    pub fn verify_token(bytes: impl Into<Vec<u8>>) -> Self {
+        Secret {
+            bytes: bytes.into(),
+            role: Role::VerifyToken,
         }
     }
 
@@ -85,7 +106,17 @@ impl Secret {
 
     /// Whether this is an Ed25519 public key rather than a shared secret.
     pub fn is_public_key(&self) -> bool {
-        self.public_key
+        self.role == Role::PublicKey
+    }
+
+    /// Whether this is a handshake's verify token rather than a signing key.
+    pub fn is_verify_token(&self) -> bool {
+        self.role == Role::VerifyToken
+    }
+
+    /// Whether this is an HMAC key (or static token): what a MAC is computed with.
+    pub fn is_key(&self) -> bool {
+        self.role == Role::Key
     }
 }
 
@@ -121,19 +152,26 @@ pub enum SecretError {
     /// An Ed25519 public key that is not 32 bytes in the expected encoding.
     #[error("public key is not 32 bytes (64 hex digits, or whpk_ and base64)")]
     InvalidPublicKey,
-    /// The document is not `{"source": "secret" | ["newest", "older", ...]}`.
+    /// The document is not `{"source": "secret" | ["newest", "older", ...]}` (or, for a
+    /// source with a verify token, `{"source": {"secrets": …, "verify_token": "…"}}`).
     #[error(
-        "secrets document is not a JSON object of source name to a secret or a list of secrets"
+        "secrets document is not a JSON object of source name to a secret, a list of secrets, \
+         or {{\"secrets\": …, \"verify_token\": …}}"
     )]
     NotADocument,
 }
 
-/// The secrets document as stored: each source name maps to one secret or a list (newest first).
+/// The secrets document as stored: each source name maps to one secret or a list (newest
+/// first), or, for a source whose provider also has a verify token (Meta), to
+/// `{"secrets": "…" | ["…", …], "verify_token": "…"}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SecretsDocument(pub BTreeMap<String, Vec<String>>);
+pub struct SecretsDocument {
+    secrets: BTreeMap<String, Vec<String>>,
+    verify_tokens: BTreeMap<String, String>,
+}
 
 impl SecretsDocument {
-    /// Parses `{"stripe": "whsec_…", "github": ["new", "old"]}`. The error never quotes the input.
+    /// Parses the document. The error never quotes the input.
     pub fn parse(json: &str) -> Result<Self, SecretError> {
         let serde_json::Value::Object(raw) =
             serde_json::from_str(json).map_err(|_| SecretError::NotADocument)?
@@ -144,19 +182,61 @@ impl SecretsDocument {
             serde_json::Value::String(s) => Ok(s),
             _ => Err(SecretError::NotADocument),
         };
-        let map = raw
-            .into_iter()
-            .map(|(source, v)| {
-                let list = match v {
-                    serde_json::Value::Array(items) => {
-                        items.into_iter().map(text).collect::<Result<_, _>>()?
+        let list = |v: serde_json::Value| match v {
+            serde_json::Value::Array(items) => items.into_iter().map(text).collect(),
+            one => Ok(vec![text(one)?]),
+        };
+        let mut doc = SecretsDocument::default();
+        for (source, value) in raw {
+            let secrets = match value {
+                serde_json::Value::Object(mut entry) => {
+                    if let Some(token) = entry.remove("verify_token") {
+                        doc.verify_tokens.insert(source.clone(), text(token)?);
                     }
-                    one => vec![text(one)?],
-                };
-                Ok((source, list))
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(SecretsDocument(map))
+                    let secrets = entry.remove("secrets").map(list).transpose()?;
+                    if !entry.is_empty() {
+                        return Err(SecretError::NotADocument);
+                    }
+                    secrets.unwrap_or_default()
+                }
+                value => list(value)?,
+            };
+            doc.secrets.insert(source, secrets);
+        }
+        Ok(doc)
+    }
+
+    /// The sources the document names.
+    pub fn sources(&self) -> impl Iterator<Item = &str> {
+        self.secrets.keys().map(String::as_str)
+    }
+
+    /// The texts of `source`'s secrets as written, newest first; `None` when the document does
+    /// not name the source.
+    pub fn texts(&self, source: &str) -> Option<&[String]> {
+        self.secrets.get(source).map(Vec::as_slice)
+    }
+
+    /// `source`'s secrets read as `format` says, newest first, followed by its verify token
+    /// when it has one; empty when the document does not name the source.
+    pub fn secrets_for(
+        &self,
+        source: &str,
+        format: SecretFormat,
+    ) -> Result<Vec<Secret>, SecretError> {
+        let mut secrets = self
+            .texts(source)
+            .unwrap_or_default()
+            .iter()
+            .map(|text| Secret::parse(text, format))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(token) = self.verify_tokens.get(source) {
+            if token.is_empty() {
+                return Err(SecretError::Empty);
+            }
+            secrets.push(Secret::verify_token(token.as_bytes()));
+        }
+        Ok(secrets)
     }
 }
 
@@ -227,15 +307,61 @@ mod tests {
     #[test]
     fn document_accepts_one_or_many_and_rejects_other_shapes() {
         let d = SecretsDocument::parse(r#"{"a":"x","b":["new","old"]}"#).unwrap();
-        assert_eq!(d.0["a"], vec!["x"]);
-        assert_eq!(d.0["b"], vec!["new", "old"]);
+        assert_eq!(d.texts("a"), Some(&["x".to_string()][..]));
         assert_eq!(
-            SecretsDocument::parse("[1]"),
-            Err(SecretError::NotADocument)
+            d.texts("b"),
+            Some(&["new".to_string(), "old".to_string()][..])
         );
+        assert_eq!(d.texts("c"), None);
+        assert_eq!(d.sources().collect::<Vec<_>>(), ["a", "b"]);
+        for bad in [
+            "[1]",
+            r#"{"a":1}"#,
+            r#"{"a":["x",1]}"#,
+            r#"{"a":{"secrets":"x","verify_token":1}}"#,
+            r#"{"a":{"secrets":[1]}}"#,
+            // A misspelt key would silently leave a token or a secret out.
+            r#"{"a":{"secret":"x"}}"#,
+            r#"{"a":{"secrets":"x","verify-token":"t"}}"#,
+        ] {
+            assert_eq!(
+                SecretsDocument::parse(bad),
+                Err(SecretError::NotADocument),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_verify_token_is_read_with_its_sources_secrets_and_never_as_a_key() {
+        let d = SecretsDocument::parse(
+            r#"{"meta":{"secrets":["new","old"],"verify_token":"tok"},
+                "only":{"verify_token":"tok"},"plain":"x"}"#,
+        )
+        .unwrap();
+        let meta = d.secrets_for("meta", SecretFormat::Raw).unwrap();
+        let roles: Vec<(&[u8], bool, bool)> = meta
+            .iter()
+            .map(|s| (s.expose(), s.is_key(), s.is_verify_token()))
+            .collect();
         assert_eq!(
-            SecretsDocument::parse(r#"{"a":1}"#),
-            Err(SecretError::NotADocument)
+            roles,
+            [
+                (&b"new"[..], true, false),
+                (&b"old"[..], true, false),
+                (&b"tok"[..], false, true)
+            ]
         );
+        let only = d.secrets_for("only", SecretFormat::Raw).unwrap();
+        assert!(only.len() == 1 && only[0].is_verify_token());
+        assert_eq!(d.texts("only"), Some(&[][..]));
+        assert_eq!(d.secrets_for("plain", SecretFormat::Raw).unwrap().len(), 1);
+        assert_eq!(d.secrets_for("absent", SecretFormat::Raw), Ok(Vec::new()));
+        let empty = SecretsDocument::parse(r#"{"m":{"secrets":"x","verify_token":""}}"#).unwrap();
+        assert_eq!(
+            empty.secrets_for("m", SecretFormat::Raw),
+            Err(SecretError::Empty)
+        );
+        assert_eq!(format!("{:?}", meta[2]), "[redacted]");
     }
 }

@@ -31,7 +31,7 @@ pub fn sample_document() -> &'static SecretsDocument {
 /// The configured secrets of the sample source `name` (newest first), read as `format` says
 /// (unreadable ones left out); `None` when the samples have no such source.
 pub fn sample_secrets(name: &str, format: SecretFormat) -> Option<Vec<Secret>> {
-    let texts = sample_document().0.get(name)?;
+    let texts = sample_document().texts(name)?;
     Some(
         texts
             .iter()

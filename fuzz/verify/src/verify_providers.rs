@@ -31,6 +31,9 @@ use hookclaim_verify::{
     self as verify, presets, Incoming, Scheme, Secret, VerifyError, MAX_ID_LEN,
 };
 
+/// The verify token the Meta handshake is given (the samples' own).
+const META_VERIFY_TOKEN: &str = "hookclaim-meta-verify-token";
+
 #[derive(Debug, Deserialize)]
 struct File {
     vectors: Vec<Vector>,
@@ -240,21 +243,26 @@ fn check(case: &Case) {
 
     // Every handshake kind parses the request without panicking, and answers with a status
     // its provider accepts.
-    for shake in [
-        Handshake::Slack,
-        Handshake::Zoom,
-        Handshake::Twitch,
-        Handshake::Discord,
-        Handshake::Meta {
-            verify_token: Some(Secret::from_bytes("hookclaim-meta-verify-token")),
-        },
-        Handshake::Meta { verify_token: None },
+    // Meta's verify token is among its source's secrets, or absent.
+    let with_token: Vec<Secret> = case
+        .secrets
+        .iter()
+        .cloned()
+        .chain([Secret::verify_token(META_VERIFY_TOKEN)])
+        .collect();
+    for (shake, secrets) in [
+        (Handshake::Slack, &case.secrets),
+        (Handshake::Zoom, &case.secrets),
+        (Handshake::Twitch, &case.secrets),
+        (Handshake::Discord, &case.secrets),
+        (Handshake::Meta, &with_token),
+        (Handshake::Meta, &case.secrets),
     ] {
         if let Some(challenge) = handshake::detect(&shake, &req) {
-            let answer = handshake::answer(&challenge, &shake, &case.secrets);
+            let answer = handshake::answer(&challenge, &shake, secrets);
             assert!([200, 204, 403].contains(&answer.status));
             if answer.status == 403 {
-                assert!(matches!(shake, Handshake::Meta { .. }));
+                assert!(matches!(shake, Handshake::Meta));
             }
             // A challenge is echoed as sent, so a secret may appear only if the request carried it.
             let sent = format!(
@@ -263,9 +271,15 @@ fn check(case: &Case) {
                 String::from_utf8_lossy(req.body),
                 req.headers
             );
-            for s in &case.vector.secrets {
+            for s in case
+                .vector
+                .secrets
+                .iter()
+                .map(String::as_str)
+                .chain([META_VERIFY_TOKEN])
+            {
                 assert!(
-                    !answer.body.contains(s.as_str()) || sent.contains(s.as_str()),
+                    !answer.body.contains(s) || sent.contains(s),
                     "a handshake answer quotes a secret the request did not carry"
                 );
             }

@@ -507,7 +507,7 @@ pub fn check(case: &Case, result: &Result<Verified, VerifyError>) {
 fn sample_key_texts() -> &'static [String] {
     static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     TEXTS.get_or_init(|| {
-        let names = crate::fixtures::sample_document().0.keys();
+        let names = crate::fixtures::sample_document().sources();
         names
             .flat_map(|name| {
                 [false, true].into_iter().flat_map(move |standard| {
