@@ -33,12 +33,8 @@ TEST_SECRETS = [
 def configured_secrets():
     env = json.loads((ROOT / "env.local.json").read_text())
     doc = json.loads(env["WebhookFunction"]["HOOKCLAIM_SECRETS"])
+    # Every value is a secret or a list of them, Meta's "meta.verify_token" included.
     for value in doc.values():
-        # A source with a verify token (Meta) is {"secrets": ..., "verify_token": ...}.
-        if isinstance(value, dict):
-            if value.get("verify_token"):
-                yield value["verify_token"]
-            value = value.get("secrets", [])
         yield from ([value] if isinstance(value, str) else value)
     # The provider vectors' secrets (crates/hookclaim-verify/src/vectors.json); Ed25519 public
     # keys are not secrets and are left out.

@@ -995,7 +995,7 @@ def local_environment():
     secrets = dict(SECRETS)
     secrets["github"] = [GITHUB_NEXT_SECRET, SECRETS["github"]]
     # Meta's verify token is a secret too: beside the app secret, never in HOOKCLAIM_SOURCES.
-    secrets["meta"] = {"secrets": SECRETS["meta"], "verify_token": META_VERIFY_TOKEN}
+    secrets["meta.verify_token"] = META_VERIFY_TOKEN
     return {
         "Parameters": {
             "DATABASE_URL": LOCAL_DATABASE_URL,

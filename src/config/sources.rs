@@ -292,13 +292,11 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
 /// be ignored never passes silently.
 fn settings_apply(spec: &SourceSpec, kind: &str) -> Result<(), String> {
     if spec.verify_token.is_some() {
-        return Err(
-            "verify_token is a secret: put it in the secrets document (HOOKCLAIM_SECRETS, \
-                    or the Secrets Manager secret HOOKCLAIM_SECRETS_ARN names) as \
-                    {\"<source>\": {\"secrets\": [\"<app secret>\"], \
-                    \"verify_token\": \"<token>\"}}, not in HOOKCLAIM_SOURCES"
-                .into(),
-        );
+        return Err("verify_token is a secret: put it in the secrets document \
+                    (HOOKCLAIM_SECRETS, or the Secrets Manager secret HOOKCLAIM_SECRETS_ARN \
+                    names) under \"<source>.verify_token\", beside the source's secret, not \
+                    in HOOKCLAIM_SOURCES"
+            .into());
     }
     // Presets read tolerance_secs when they sign a timestamp (checked with the preset).
     let timestamped: &[&str] = if presets::lookup(kind).is_some() {

@@ -874,7 +874,7 @@ async fn metas_verify_token_is_read_from_the_secrets_document() {
     let body = |resp: &lambda_http::Response<lambda_http::Body>| {
         String::from_utf8_lossy(resp.body().as_ref()).into_owned()
     };
-    // env.local.json: {"meta": {"secrets": …, "verify_token": "hookclaim-meta-verify-token"}}.
+    // env.local.json: {"meta": …, "meta.verify_token": "hookclaim-meta-verify-token"}.
     let hook = support::webhook(&db.url, &[], StoreOnly).await;
     let resp = hook.handle(event("meta-subscribe")).await;
     assert_eq!(

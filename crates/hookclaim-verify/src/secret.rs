@@ -152,18 +152,22 @@ pub enum SecretError {
     /// An Ed25519 public key that is not 32 bytes in the expected encoding.
     #[error("public key is not 32 bytes (64 hex digits, or whpk_ and base64)")]
     InvalidPublicKey,
-    /// The document is not `{"source": "secret" | ["newest", "older", ...]}` (or, for a
-    /// source with a verify token, `{"source": {"secrets": …, "verify_token": "…"}}`).
+    /// The document is not `{"source": "secret" | ["newest", "older", ...]}` with, for a source
+    /// that has one, `"source.verify_token": "token"`.
     #[error(
-        "secrets document is not a JSON object of source name to a secret, a list of secrets, \
-         or {{\"secrets\": …, \"verify_token\": …}}"
+        "secrets document is not a JSON object of source name to a secret or a list of \
+         secrets (and \"<source>.verify_token\" to a verify token)"
     )]
     NotADocument,
 }
 
+/// The key suffix of a source's verify token in the secrets document.
+const VERIFY_TOKEN_SUFFIX: &str = ".verify_token";
+
 /// The secrets document as stored: each source name maps to one secret or a list (newest
-/// first), or, for a source whose provider also has a verify token (Meta), to
-/// `{"secrets": "…" | ["…", …], "verify_token": "…"}`.
+/// first); a source whose provider also has a verify token (Meta) has it under
+/// `"<source>.verify_token"`. Every value is a string or a list of strings, so the document can
+/// be written with Secrets Manager's key/value editor; source names never contain a dot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SecretsDocument {
     secrets: BTreeMap<String, Vec<String>>,
@@ -182,26 +186,22 @@ impl SecretsDocument {
             serde_json::Value::String(s) => Ok(s),
             _ => Err(SecretError::NotADocument),
         };
-        let list = |v: serde_json::Value| match v {
-            serde_json::Value::Array(items) => items.into_iter().map(text).collect(),
-            one => Ok(vec![text(one)?]),
-        };
         let mut doc = SecretsDocument::default();
-        for (source, value) in raw {
-            let secrets = match value {
-                serde_json::Value::Object(mut entry) => {
-                    if let Some(token) = entry.remove("verify_token") {
-                        doc.verify_tokens.insert(source.clone(), text(token)?);
+        for (key, value) in raw {
+            if let Some(source) = key.strip_suffix(VERIFY_TOKEN_SUFFIX) {
+                doc.verify_tokens.insert(source.to_owned(), text(value)?);
+            } else if key.contains('.') {
+                // A misspelt suffix would silently leave a token out.
+                return Err(SecretError::NotADocument);
+            } else {
+                let list = match value {
+                    serde_json::Value::Array(items) => {
+                        items.into_iter().map(text).collect::<Result<_, _>>()?
                     }
-                    let secrets = entry.remove("secrets").map(list).transpose()?;
-                    if !entry.is_empty() {
-                        return Err(SecretError::NotADocument);
-                    }
-                    secrets.unwrap_or_default()
-                }
-                value => list(value)?,
-            };
-            doc.secrets.insert(source, secrets);
+                    one => vec![text(one)?],
+                };
+                doc.secrets.insert(key, list);
+            }
         }
         Ok(doc)
     }
@@ -318,11 +318,11 @@ mod tests {
             "[1]",
             r#"{"a":1}"#,
             r#"{"a":["x",1]}"#,
-            r#"{"a":{"secrets":"x","verify_token":1}}"#,
-            r#"{"a":{"secrets":[1]}}"#,
-            // A misspelt key would silently leave a token or a secret out.
-            r#"{"a":{"secret":"x"}}"#,
-            r#"{"a":{"secrets":"x","verify-token":"t"}}"#,
+            r#"{"a":{"secrets":"x"}}"#,
+            r#"{"a":"x","a.verify_token":1}"#,
+            r#"{"a":"x","a.verify_token":["t"]}"#,
+            // A misspelt suffix would silently leave a token out.
+            r#"{"a":"x","a.verify-token":"t"}"#,
         ] {
             assert_eq!(
                 SecretsDocument::parse(bad),
@@ -335,8 +335,8 @@ mod tests {
     #[test]
     fn a_verify_token_is_read_with_its_sources_secrets_and_never_as_a_key() {
         let d = SecretsDocument::parse(
-            r#"{"meta":{"secrets":["new","old"],"verify_token":"tok"},
-                "only":{"verify_token":"tok"},"plain":"x"}"#,
+            r#"{"meta":["new","old"],"meta.verify_token":"tok","only.verify_token":"tok",
+                "plain":"x"}"#,
         )
         .unwrap();
         let meta = d.secrets_for("meta", SecretFormat::Raw).unwrap();
@@ -354,10 +354,10 @@ mod tests {
         );
         let only = d.secrets_for("only", SecretFormat::Raw).unwrap();
         assert!(only.len() == 1 && only[0].is_verify_token());
-        assert_eq!(d.texts("only"), Some(&[][..]));
+        assert_eq!(d.texts("only"), None);
         assert_eq!(d.secrets_for("plain", SecretFormat::Raw).unwrap().len(), 1);
         assert_eq!(d.secrets_for("absent", SecretFormat::Raw), Ok(Vec::new()));
-        let empty = SecretsDocument::parse(r#"{"m":{"secrets":"x","verify_token":""}}"#).unwrap();
+        let empty = SecretsDocument::parse(r#"{"m":"x","m.verify_token":""}"#).unwrap();
         assert_eq!(
             empty.secrets_for("m", SecretFormat::Raw),
             Err(SecretError::Empty)
