@@ -9,16 +9,17 @@ sample events (or this file) do:
 
   request_to_delivery/  every webhook event in events/, as it is
   retention_command/    every retention-*.json in events/, as it is, plus a few refusals
-  verify_providers/     each provider vector (src/verify/vectors.json) as it is, signed again
-                        with another body, at both sides of its clock, and each handshake
+  verify_providers/     each provider vector (crates/hookclaim-verify/src/vectors.json) as it
+                        is, signed again with another body, at both sides of its clock, and
+                        each handshake
   verify_signature/     the signed samples' scheme, secrets, signature headers and exact body in
-                        the target's text format (fuzz/src/verify_signature.rs), plus seeds for
-                        what the samples do not show (generic HMAC in base64, ids from a JSON
-                        pointer or the body hash, the svix- spelling, refusals); `@sign` lines
-                        have the harness compute a genuine signature
+                        the target's text format (fuzz/verify/src/verify_signature.rs), plus
+                        seeds for what the samples do not show (generic HMAC in base64, ids
+                        from a JSON pointer or the body hash, the svix- spelling, refusals);
+                        `@sign` lines have the harness compute a genuine signature
 
 verify_signature seeds are named after the answer `verify` gives (ok-, unauthorized-,
-bad-request-, no-secret-); `cargo test` in fuzz/ checks that they still do.
+bad-request-, no-secret-); `cargo test` in fuzz/verify/ checks that they still do.
 """
 
 import base64
@@ -259,7 +260,7 @@ def provider_seeds():
     """verify_providers: each provider vector as it is, signed again with another body, at each
     side of its clock, and with its signature header removed; plus each handshake's body under
     the preset that answers it."""
-    with open(os.path.join(ROOT, "src", "verify", "vectors.json")) as f:
+    with open(os.path.join(ROOT, "crates", "hookclaim-verify", "src", "vectors.json")) as f:
         vectors = json.load(f)["vectors"]
     seeds = {}
     index = {}
@@ -304,7 +305,8 @@ def main():
     for target, seeds in all_seeds().items():
         folder = os.path.join(CORPUS, target)
         existing = set(os.listdir(folder)) if os.path.isdir(folder) else set()
-        for name in sorted(existing - set(seeds)):
+        # regression-* seeds are inputs a run once found, committed by hand: kept as they are.
+        for name in sorted(n for n in existing - set(seeds) if not n.startswith("regression-")):
             differs.append(os.path.join(target, name))
             if not check:
                 os.remove(os.path.join(folder, name))

@@ -33,16 +33,14 @@ TEST_SECRETS = [
 def configured_secrets():
     env = json.loads((ROOT / "env.local.json").read_text())
     doc = json.loads(env["WebhookFunction"]["HOOKCLAIM_SECRETS"])
+    # Every value is a secret or a list of them, Meta's "meta.verify_token" included.
     for value in doc.values():
         yield from ([value] if isinstance(value, str) else value)
-    # Meta's verify token sits with its source's settings.
-    sources = json.loads(env["Parameters"]["HOOKCLAIM_SOURCES"])
-    for spec in sources.values():
-        if spec.get("verify_token"):
-            yield spec["verify_token"]
-    # The provider vectors' secrets (src/verify/vectors.json); Ed25519 public keys are not
-    # secrets and are left out.
-    vectors = json.loads((ROOT / "src" / "verify" / "vectors.json").read_text())["vectors"]
+    # The provider vectors' secrets (crates/hookclaim-verify/src/vectors.json); Ed25519 public
+    # keys are not secrets and are left out.
+    vectors = json.loads(
+        (ROOT / "crates" / "hookclaim-verify" / "src" / "vectors.json").read_text()
+    )["vectors"]
     for vector in vectors:
         for secret in vector["secrets"] + [vector["other_secret"]]:
             if "-vector-secret" in secret or secret.startswith(("whsec_", "polar_")):

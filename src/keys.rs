@@ -31,11 +31,7 @@ impl Keyring {
         let mut ring = Keyring::default();
         for (name, source) in sources {
             let format = source.scheme.secret_format();
-            let parsed = doc.0.get(name).map_or(Ok(Vec::new()), |list| {
-                list.iter()
-                    .map(|s| Secret::parse(s, format))
-                    .collect::<Result<Vec<_>, _>>()
-            });
+            let parsed = doc.secrets_for(name, format);
             match parsed {
                 Ok(secrets) => {
                     ring.secrets.insert(name.clone(), secrets);

@@ -35,8 +35,9 @@
 //! }
 //! ```
 //!
-//! Configuration is read from environment variables at cold start ([`config`]); signature
-//! verification can also be used on its own ([`verify`]).
+//! Configuration is read from environment variables at cold start ([`config`]). Signature
+//! verification, the providers' presets and handshakes are the `hookclaim-verify` crate,
+//! re-exported here as [`verify`] and [`handshake`], and usable on their own.
 //!
 //! # Features
 //!
@@ -68,8 +69,19 @@ macro_rules! internal_modules {
 }
 
 pub mod config;
-pub mod handshake;
-pub mod verify;
+
+/// Signature verification for every source kind and the providers' presets: the
+/// `hookclaim-verify` crate.
+pub use hookclaim_verify as verify;
+/// Providers' handshakes (Slack, Zoom, Twitch, Meta, Discord), from `hookclaim-verify`.
+pub use hookclaim_verify::handshake;
+/// Signing secrets and the secrets document, from `hookclaim-verify`; only hookclaim's own tests,
+/// benchmarks and fuzz targets name this path (the types are re-exported below).
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use hookclaim_verify::secret;
+#[cfg(not(feature = "internals"))]
+use hookclaim_verify::secret;
 
 internal_modules!(
     #[cfg(any(
@@ -95,7 +107,6 @@ internal_modules!(
     readiness,
     retention,
     schema,
-    secret,
     shipped,
     store,
     webhook,
@@ -108,11 +119,11 @@ pub use destinations::Destinations;
 #[cfg(feature = "forward")]
 pub use forward::{ForwardConflict, Forwarder};
 pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
+pub use hookclaim_verify::{Secret, SecretFormat};
 pub use licence::Licences;
 pub use processor::{
     idempotency_key, BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly,
 };
-pub use secret::{Secret, SecretFormat};
 pub use shipped::Shipped;
 pub use work::{Queued, Work};
 

@@ -495,7 +495,7 @@ pub fn route<'r>(
     })?;
     // Only a Meta source answers a GET (its subscription handshake; anything else is refused
     // once the handshake is ruled out).
-    if get && !matches!(source.handshake, Some(Handshake::Meta { .. })) {
+    if get && !matches!(source.handshake, Some(Handshake::Meta)) {
         return Err(Rejection::MethodNotAllowed);
     }
     let body: &[u8] = req.body().as_ref();

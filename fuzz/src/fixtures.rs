@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use hookclaim::config::{self, Source};
 use hookclaim::keys::Keyring;
-use hookclaim::secret::{Secret, SecretFormat, SecretsDocument};
+use hookclaim::secret::SecretsDocument;
 
 /// The fixed clock the samples verify at: 90 s after they were signed (1767225600), 30 s after
 /// the redeliveries were re-signed.
@@ -48,16 +48,4 @@ pub fn samples() -> &'static Samples {
             keyring,
         }
     })
-}
-
-/// The configured secrets of the sample source `name` (newest first), read as `format` says
-/// (unreadable ones left out); `None` when the samples have no such source.
-pub fn sample_secrets(name: &str, format: SecretFormat) -> Option<Vec<Secret>> {
-    let texts = samples().secrets.0.get(name)?;
-    Some(
-        texts
-            .iter()
-            .filter_map(|t| Secret::parse(t, format).ok())
-            .collect(),
-    )
 }

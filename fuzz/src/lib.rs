@@ -1,4 +1,5 @@
-//! The fuzz targets' logic, one module per target, so that each `fuzz_targets/*.rs` is one line
+//! The request and command fuzz targets' logic (the verification targets are in `verify/`, on
+//! hookclaim-verify alone), one module per target, so that each `fuzz_targets/*.rs` is one line
 //! and the logic can be run outside libFuzzer (`cargo test` here replays the committed corpus).
 //!
 //! Every target asserts invariants with `assert!`: under libFuzzer a failed assertion is a
@@ -8,5 +9,3 @@ pub mod fixtures;
 pub mod request_to_delivery;
 pub mod retention_command;
 pub mod upstream;
-pub mod verify_providers;
-pub mod verify_signature;

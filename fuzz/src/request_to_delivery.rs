@@ -28,7 +28,7 @@ pub fn run(data: &[u8]) {
     let Ok((source, body)) = webhook::route(&samples.sources, &name, &req) else {
         return;
     };
-    let meta = matches!(source.handshake, Some(Handshake::Meta { .. }));
+    let meta = matches!(source.handshake, Some(Handshake::Meta));
     assert!(
         req.method() == Method::POST || (meta && req.method() == Method::GET),
         "routed a {} request to {}",

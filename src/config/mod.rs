@@ -486,6 +486,7 @@ mod tests {
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha512,
                 signature_header: "Sig".into(),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Base64,
                 format: SignatureFormat::List {
                     separator: ';',
@@ -539,11 +540,7 @@ mod tests {
             ),
             (
                 r#"{"s":{"kind":"slack","verify_token":"t"}}"#,
-                "verify_token does not apply",
-            ),
-            (
-                r#"{"s":{"kind":"meta","verify_token":""}}"#,
-                "verify_token is empty",
+                "verify_token is a secret: put it in the secrets document",
             ),
             (
                 r#"{"s":{"kind":"gitlab","tolerance_secs":5}}"#,
@@ -607,10 +604,145 @@ mod tests {
     }
 
     #[test]
-    fn meta_verify_token_never_prints() {
-        let s =
+    fn meta_verify_token_is_refused_in_plain_configuration_and_never_printed() {
+        let err =
             parse_sources(r#"{"m":{"kind":"meta","verify_token":"hookclaim-meta-verify-token"}}"#)
-                .unwrap();
-        assert!(!format!("{s:?}").contains("hookclaim-meta-verify-token"));
+                .unwrap_err();
+        assert_eq!(err.setting, "HOOKCLAIM_SOURCES");
+        assert!(
+            err.problem
+                .contains("verify_token is a secret: put it in the secrets document")
+                && err.problem.contains("HOOKCLAIM_SECRETS"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hookclaim-meta-verify-token"));
+        // Where it belongs, a Meta source needs nothing but its kind.
+        let s = parse_sources(r#"{"m":{"kind":"meta"}}"#).unwrap();
+        assert_eq!(s["m"].handshake, Some(crate::handshake::Handshake::Meta));
+    }
+
+    #[test]
+    fn replay_guard_is_on_where_the_signature_covers_neither_the_id_nor_a_checked_timestamp() {
+        let mut sources = serde_json::Map::new();
+        for preset in crate::verify::presets::PRESETS {
+            let mut spec = serde_json::json!({"kind": preset.name});
+            if preset.needs_public_url {
+                spec["public_url"] = "https://hooks.example.com/x".into();
+            }
+            sources.insert(preset.name.to_owned(), spec);
+        }
+        let more = serde_json::json!({
+            "stripe": {"kind": "stripe"},
+            "github": {"kind": "github"},
+            "standard": {"kind": "standard"},
+            "hmac-id-header": {"kind": "hmac", "signature_header": "X-Sig", "id_header": "X-Id"},
+            "hmac-id-pointer": {"kind": "hmac", "signature_header": "X-Sig", "id_pointer": "/id"},
+            "hmac-body-hash": {"kind": "hmac", "signature_header": "X-Sig"},
+            "signed-id-header": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id"},
+            "signed-id-signed": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id",
+                "message": ["id", {"text": "."}, "body"]},
+            "signed-timestamp": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id",
+                "timestamp_header": "X-Ts", "message": ["timestamp", "body"]},
+            "signed-body-timestamp": {"kind": "signed", "signature_header": "X-Sig",
+                "id_header": "X-Id", "timestamp_pointer": "/ts"},
+            "token-id-header": {"kind": "token", "token_header": "X-Token", "id_header": "X-Id"},
+            "token-id-pointer": {"kind": "token", "token_header": "X-Token", "id_pointer": "/id"},
+            "github-off": {"kind": "github", "replay_guard": false},
+            "stripe-on": {"kind": "stripe", "replay_guard": true},
+        });
+        sources.extend(more.as_object().unwrap().clone());
+        let sources = parse_sources(&serde_json::Value::Object(sources).to_string()).unwrap();
+        let guarded: Vec<&str> = sources
+            .values()
+            .filter(|s| s.replay_guard)
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(
+            guarded,
+            [
+                "bitbucket",
+                "github",
+                "gitlab",
+                "hmac-id-header",
+                "shopify",
+                "signed-id-header",
+                "stripe-on",
+                "token-id-header",
+                "token-id-pointer",
+                "twilio",
+            ]
+        );
+        assert!(sources.len() > 30);
+    }
+
+    #[test]
+    fn a_timestamp_counts_only_when_signed_and_the_tolerance_is_bounded_and_read_where_it_applies()
+    {
+        let refused = [
+            // A timestamp the message does not include: rewriting it would pass the check.
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T"}}"#,
+                "timestamp_header names a timestamp the signature does not cover",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"header":"X-Other"},"body"],"timestamp_header":"T"}}"#,
+                "timestamp_header names a timestamp the signature does not cover",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","signature_list":{"separator":",","signature_key":"v1","timestamp_key":"t"}}}"#,
+                "signature_list.timestamp_key names a timestamp the signature does not cover",
+            ),
+            // The tolerance is bounded, well below the key retention.
+            (
+                r#"{"s":{"kind":"stripe","tolerance_secs":31536000}}"#,
+                "tolerance_secs must be 1..=3600",
+            ),
+            (
+                r#"{"s":{"kind":"standard","tolerance_secs":3601}}"#,
+                "tolerance_secs must be 1..=3600",
+            ),
+            (
+                r#"{"s":{"kind":"slack","tolerance_secs":0}}"#,
+                "tolerance_secs must be 1..=3600",
+            ),
+            // And refused where nothing timestamped is signed.
+            (
+                r#"{"s":{"kind":"github","tolerance_secs":300}}"#,
+                "tolerance_secs does not apply to kind github",
+            ),
+            (
+                r#"{"s":{"kind":"hmac","signature_header":"S","tolerance_secs":300}}"#,
+                "tolerance_secs does not apply to kind hmac",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","tolerance_secs":300}}"#,
+                "tolerance_secs does not apply to kind token",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","tolerance_secs":300}}"#,
+                "tolerance_secs needs a timestamp",
+            ),
+            (
+                r#"{"s":{"kind":"shopify","tolerance_secs":300}}"#,
+                "signs no timestamp",
+            ),
+        ];
+        for (json, expected) in refused {
+            let err = parse_sources(json).unwrap_err();
+            assert_eq!(err.setting, "HOOKCLAIM_SOURCES");
+            assert!(err.problem.contains(expected), "{json}: {err}");
+        }
+        let accepted = [
+            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","message":["timestamp","body"],"tolerance_secs":3600}}"#,
+            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","message":[{"header":"t"},"body"]}}"#,
+            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_pointer":"/ts","tolerance_secs":1}}"#,
+            r#"{"s":{"kind":"stripe","tolerance_secs":600}}"#,
+            r#"{"s":{"kind":"paddle","tolerance_secs":60}}"#,
+        ];
+        for json in accepted {
+            let s = parse_sources(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert!(s["s"].scheme.refuses_old_requests(), "{json}");
+            assert!(!s["s"].long_key_retention, "{json}");
+        }
     }
 }

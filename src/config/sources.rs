@@ -8,7 +8,6 @@ use serde::Deserialize;
 
 use super::{bad, int, ConfigError, Lookup};
 use crate::handshake::Handshake;
-use crate::secret::Secret;
 use crate::verify::{
     presets, Algorithm, Field, HmacScheme, IdLocation, MessagePart, Scheme, SignatureEncoding,
     SignatureFormat, SignedScheme, TimestampFrom, TimestampRule, TimestampUnit, TokenScheme,
@@ -16,6 +15,12 @@ use crate::verify::{
 };
 
 const SOURCES: &str = "HOOKCLAIM_SOURCES";
+
+/// The largest `tolerance_secs`: an hour. A signed timestamp is what lets the keys of a source
+/// that refuses old requests go after `RETENTION_DAYS` (at least a day), so the window must stay
+/// far below that: a request still inside its tolerance must never find its key purged. The
+/// providers' own libraries use 5 s to 10 minutes; an hour leaves room for any skew or queueing.
+pub const MAX_TOLERANCE_SECS: u64 = 3600;
 
 /// Default body limit per source: Stripe and GitHub cap their payloads well below this.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -46,6 +51,10 @@ pub struct Source {
     /// Its delivery keys are kept for `KEY_RETENTION_DAYS`, past the payload's `RETENTION_DAYS`
     /// (`long_key_retention`; by default, when its scheme does not refuse old requests).
     pub long_key_retention: bool,
+    /// The signed body is remembered as well as the delivery id, so a signed body re-sent under
+    /// a new id is a duplicate (`replay_guard`; by default, when the signature covers neither
+    /// the delivery id nor a checked timestamp: [`Scheme::needs_replay_guard`]).
+    pub replay_guard: bool,
 }
 
 /// Where webhook secrets come from. `Debug` leaves the inline document out.
@@ -90,6 +99,7 @@ struct SourceSpec {
     tolerance_secs: Option<u64>,
     max_body_bytes: Option<usize>,
     long_key_retention: Option<bool>,
+    replay_guard: Option<bool>,
     // hmac, signed
     signature_header: Option<String>,
     prefix: Option<String>,
@@ -206,9 +216,19 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     let kind = spec.kind.clone();
     let kind = kind.as_str();
     settings_apply(&spec, kind)?;
+    if let Some(t) = spec.tolerance_secs {
+        if !(1..=MAX_TOLERANCE_SECS).contains(&t) {
+            return Err(format!(
+                "tolerance_secs must be 1..={MAX_TOLERANCE_SECS}: far below the key retention, \
+                 which a signed timestamp shortens to RETENTION_DAYS"
+            ));
+        }
+    }
+    let tolerance_given = spec.tolerance_secs.is_some();
     let tolerance_secs = spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
     let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
     let long_key_retention = spec.long_key_retention;
+    let replay_guard = spec.replay_guard;
     let mut handshake = None;
     let scheme = match kind {
         "stripe" => Scheme::Stripe { tolerance_secs },
@@ -234,7 +254,15 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
                 event_type_pointer: pointer(spec.event_type_pointer, "event_type_pointer")?,
             })
         }
-        "signed" => Scheme::Signed(signed(spec, tolerance_secs)?),
+        "signed" => {
+            let scheme = signed(spec, tolerance_secs)?;
+            if tolerance_given && scheme.timestamp.is_none() {
+                return Err("tolerance_secs needs a timestamp (timestamp_header, \
+                            timestamp_pointer or signature_list.timestamp_key)"
+                    .into());
+            }
+            Scheme::Signed(scheme)
+        }
         "token" => Scheme::Token(TokenScheme {
             token_header: header_name(spec.token_header.as_deref())
                 .ok_or("kind token needs a valid token_header")?,
@@ -257,6 +285,7 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     Ok(Source {
         name: name.to_string(),
         long_key_retention: long_key_retention.unwrap_or(!scheme.refuses_old_requests()),
+        replay_guard: replay_guard.unwrap_or(scheme.needs_replay_guard()),
         scheme,
         max_body_bytes,
         handshake,
@@ -266,7 +295,21 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
 /// Refuses a setting the source's kind does not read, so a typo'd kind or a setting that would
 /// be ignored never passes silently.
 fn settings_apply(spec: &SourceSpec, kind: &str) -> Result<(), String> {
+    if spec.verify_token.is_some() {
+        return Err("verify_token is a secret: put it in the secrets document \
+                    (HOOKCLAIM_SECRETS, or the Secrets Manager secret HOOKCLAIM_SECRETS_ARN \
+                    names) under \"<source>.verify_token\", beside the source's secret, not \
+                    in HOOKCLAIM_SOURCES"
+            .into());
+    }
+    // Presets read tolerance_secs when they sign a timestamp (checked with the preset).
+    let timestamped: &[&str] = if presets::lookup(kind).is_some() {
+        &[kind]
+    } else {
+        &["stripe", "standard", "signed"]
+    };
     let settings: [(&str, bool, &[&str]); 23] = [
+        ("tolerance_secs", spec.tolerance_secs.is_some(), timestamped),
         (
             "signature_header",
             spec.signature_header.is_some(),
@@ -324,7 +367,6 @@ fn settings_apply(spec: &SourceSpec, kind: &str) -> Result<(), String> {
             spec.public_url.is_some(),
             &["signed", "twilio", "square", "hubspot"],
         ),
-        ("verify_token", spec.verify_token.is_some(), &["meta"]),
         (
             "secret_encoding",
             spec.secret_encoding.is_some(),
@@ -376,12 +418,8 @@ fn preset_source(kind: &str, spec: SourceSpec) -> Result<(Scheme, Option<Handsha
         "zoom" => Some(Handshake::Zoom),
         "twitch" => Some(Handshake::Twitch),
         "discord" => Some(Handshake::Discord),
-        "meta" => Some(Handshake::Meta {
-            verify_token: match spec.verify_token {
-                Some(t) if t.is_empty() => return Err("verify_token is empty".into()),
-                t => t.map(Secret::from_bytes),
-            },
-        }),
+        // Its verify token is a secret, in the secrets document with the app secret.
+        "meta" => Some(Handshake::Meta),
         _ => None,
     };
     Ok((preset.scheme(spec.tolerance_secs, &public_url), handshake))
@@ -540,9 +578,10 @@ fn signed(spec: SourceSpec, tolerance_secs: u64) -> Result<SignedScheme, String>
         return Err("a url message part needs public_url".into());
     }
     let public_url = spec.public_url.as_deref().map(public_url).transpose()?;
-    Ok(SignedScheme {
+    let scheme = SignedScheme {
         algorithm,
         signature_header,
+        other_signature_headers: Vec::new(),
         encoding: encoding(spec.encoding.as_deref())?,
         format,
         message,
@@ -550,7 +589,21 @@ fn signed(spec: SourceSpec, tolerance_secs: u64) -> Result<SignedScheme, String>
         id,
         event_type: event_type(spec.event_type_header, spec.event_type_pointer)?,
         public_url,
-    })
+    };
+    // A timestamp the signature does not cover is no protection: a captured request with the
+    // timestamp rewritten would pass the tolerance check. (A body field is always covered.)
+    if scheme.signs_timestamp() == Some(false) {
+        let setting = if in_signature {
+            "signature_list.timestamp_key"
+        } else {
+            "timestamp_header"
+        };
+        return Err(format!(
+            "{setting} names a timestamp the signature does not cover: add \"timestamp\" (or \
+             the timestamp header) to message, or remove the timestamp setting"
+        ));
+    }
+    Ok(scheme)
 }
 
 /// One `message` entry: `"body"`, `"timestamp"`, `"id"`, `"method"`, `"url"`,

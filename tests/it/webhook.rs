@@ -840,3 +840,55 @@ async fn every_preset_sample_is_processed_once_and_handshakes_are_never_stored()
         "delivery id header idempotency-key is not visible ASCII"
     );
 }
+
+#[tokio::test]
+async fn a_twitch_notification_resent_as_a_revocation_is_a_duplicate_not_a_revocation() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], StoreOnly).await;
+    let (status, json) = answer(&hook.handle(event("twitch")).await);
+    assert_eq!((status, json["status"].as_str()), (200, Some("processed")));
+
+    // The message-type header is not signed: rewritten on a captured notification, it must not
+    // make a revocation (a false "subscription revoked" warning and metric).
+    let mut forged = event("twitch");
+    forged.headers_mut().insert(
+        "twitch-eventsub-message-type",
+        http::HeaderValue::from_static("revocation"),
+    );
+    let (status, json) = answer(&hook.handle(forged).await);
+    assert_eq!(
+        (status, json["status"].as_str()),
+        (200, Some("duplicate")),
+        "{json}"
+    );
+
+    // A genuine revocation is still answered as one.
+    let resp = hook.handle(event("twitch-revocation")).await;
+    assert_eq!(resp.status().as_u16(), 204);
+    assert_eq!(delivery_count(&db.client().await).await, 1);
+}
+
+#[tokio::test]
+async fn metas_verify_token_is_read_from_the_secrets_document() {
+    let db = TestDb::migrated().await;
+    let body = |resp: &lambda_http::Response<lambda_http::Body>| {
+        String::from_utf8_lossy(resp.body().as_ref()).into_owned()
+    };
+    // env.local.json: {"meta": …, "meta.verify_token": "hookclaim-meta-verify-token"}.
+    let hook = support::webhook(&db.url, &[], StoreOnly).await;
+    let resp = hook.handle(event("meta-subscribe")).await;
+    assert_eq!(
+        (resp.status().as_u16(), body(&resp)),
+        (200, "1158201444".into())
+    );
+    let resp = hook.handle(event("meta-subscribe-wrong-token")).await;
+    assert_eq!(resp.status().as_u16(), 403);
+
+    // Without a verify token in the document, every subscription request is refused; the app
+    // secret is not one.
+    let secrets = r#"{"meta": "hookclaim-meta-test-secret"}"#;
+    let hook = support::webhook(&db.url, &[("HOOKCLAIM_SECRETS", secrets)], StoreOnly).await;
+    let resp = hook.handle(event("meta-subscribe")).await;
+    assert_eq!(resp.status().as_u16(), 403, "{}", body(&resp));
+    assert_eq!(delivery_count(&db.client().await).await, 0);
+}

@@ -27,6 +27,15 @@ pub enum IdLocation {
 }
 
 impl IdLocation {
+    /// Whether the id is read from the body (a field, several fields, or its hash), so that a
+    /// signature over the body covers it.
+    pub fn is_in_body(&self) -> bool {
+        matches!(
+            self,
+            IdLocation::JsonPointer(_) | IdLocation::Composite(_) | IdLocation::BodySha256
+        )
+    }
+
     /// The headers this location reads.
     pub fn header_names(&self) -> Vec<String> {
         match self {
@@ -42,8 +51,22 @@ impl IdLocation {
 pub enum Field {
     /// A request header.
     Header(String),
+    /// The first of these headers that is present (Shopify's `X-Shopify-Topic`, or the newer
+    /// `shopify-topic`).
+    FirstHeader(Vec<String>),
     /// A JSON pointer (RFC 6901) into the body.
     Pointer(String),
+}
+
+impl Field {
+    /// The headers this field reads.
+    pub fn header_names(&self) -> Vec<String> {
+        match self {
+            Field::Header(name) => vec![name.clone()],
+            Field::FirstHeader(names) => names.clone(),
+            Field::Pointer(_) => Vec::new(),
+        }
+    }
 }
 
 /// The raw body and, on first need, its JSON value.
@@ -131,6 +154,10 @@ pub(crate) fn locate_event_type(
 ) -> Option<String> {
     match field? {
         Field::Header(name) => optional_header(headers, name),
+        Field::FirstHeader(names) => names
+            .iter()
+            .find(|name| headers.contains_key(name.as_str()))
+            .and_then(|name| optional_header(headers, name)),
         Field::Pointer(pointer) => json_id(body.json()?, pointer),
     }
 }

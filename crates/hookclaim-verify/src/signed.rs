@@ -83,6 +83,9 @@ pub struct SignedScheme {
     pub algorithm: Algorithm,
     /// Header carrying the signature.
     pub signature_header: String,
+    /// Other names the signature header may have, read in order when `signature_header` is
+    /// absent (Shopify's newer `shopify-hmac-sha256`); usually empty.
+    pub other_signature_headers: Vec<String>,
     /// How each signature is written.
     pub encoding: SignatureEncoding,
     /// How the signature header is laid out.
@@ -100,8 +103,42 @@ pub struct SignedScheme {
 }
 
 impl SignedScheme {
+    /// Whether the message includes the named header's raw bytes.
+    fn signs_header(&self, name: &str) -> bool {
+        self.message
+            .iter()
+            .any(|part| matches!(part, MessagePart::Header(h) if h.eq_ignore_ascii_case(name)))
+    }
+
+    /// Whether the signature covers the delivery id: an id read from the body (the message always
+    /// includes it), or an id header the message includes (an `Id` part, or the same header).
+    pub fn signs_delivery_id(&self) -> bool {
+        match &self.id {
+            id if id.is_in_body() => self.message.contains(&MessagePart::Body),
+            IdLocation::Header(name) => {
+                self.message.contains(&MessagePart::Id) || self.signs_header(name)
+            }
+            IdLocation::FirstHeader(names) => names.iter().all(|name| self.signs_header(name)),
+            _ => false,
+        }
+    }
+
+    /// Whether the timestamp rule, if any, reads a timestamp the signature covers: a body field
+    /// (the message always includes the body), or a header or signature-list entry that the
+    /// message includes (a `Timestamp` part, or the same header). `None` without a timestamp.
+    pub fn signs_timestamp(&self) -> Option<bool> {
+        let rule = self.timestamp.as_ref()?;
+        let in_message = self.message.contains(&MessagePart::Timestamp);
+        Some(match &rule.from {
+            TimestampFrom::Body(_) => self.message.contains(&MessagePart::Body),
+            TimestampFrom::Header(name) => in_message || self.signs_header(name),
+            TimestampFrom::Signature => in_message,
+        })
+    }
+
     pub(super) fn header_names(&self) -> Vec<String> {
         let mut names = vec![self.signature_header.clone()];
+        names.extend(self.other_signature_headers.iter().cloned());
         if let Some(TimestampRule {
             from: TimestampFrom::Header(h),
             ..
@@ -115,8 +152,8 @@ impl SignedScheme {
             }
         }
         names.extend(self.id.header_names());
-        if let Some(Field::Header(h)) = &self.event_type {
-            names.push(h.clone());
+        if let Some(field) = &self.event_type {
+            names.extend(field.header_names());
         }
         names.sort();
         names.dedup();
@@ -129,8 +166,14 @@ impl SignedScheme {
         req: &Incoming<'_>,
         now: i64,
     ) -> Result<Verified, VerifyError> {
-        let malformed = || VerifyError::MalformedHeader(self.signature_header.clone());
-        let header = required_header(req.headers, &self.signature_header)?;
+        // The first of the signature header's names that is present; a missing header is
+        // reported under its main name.
+        let signature_header = std::iter::once(&self.signature_header)
+            .chain(&self.other_signature_headers)
+            .find(|name| req.headers.contains_key(name.as_str()))
+            .unwrap_or(&self.signature_header);
+        let malformed = || VerifyError::MalformedHeader(signature_header.clone());
+        let header = required_header(req.headers, signature_header)?;
         let len = self.algorithm.tag_len();
         let (candidates, list_timestamp) = match &self.format {
             SignatureFormat::Prefixed(prefix) => {

@@ -8,7 +8,7 @@ use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
 use crate::secret::Secret;
-use crate::verify::Incoming;
+use crate::Incoming;
 
 /// Which handshakes a source answers (set by its preset).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,12 +19,10 @@ pub enum Handshake {
     Zoom,
     /// Twitch EventSub: `webhook_callback_verification`, and `revocation` notices.
     Twitch,
-    /// Meta (WhatsApp, Messenger, Instagram): `GET ?hub.mode=subscribe&hub.verify_token=…`.
-    Meta {
-        /// The token chosen when subscribing, compared in constant time; `None` refuses every
-        /// subscription request.
-        verify_token: Option<Secret>,
-    },
+    /// Meta (WhatsApp, Messenger, Instagram): `GET ?hub.mode=subscribe&hub.verify_token=…`,
+    /// compared in constant time with the source's verify token ([`Secret::verify_token`],
+    /// among its secrets); without one, every subscription request is refused.
+    Meta,
     /// Discord interactions: `PING` (type 1).
     Discord,
 }
@@ -118,7 +116,7 @@ pub fn detect(handshake: &Handshake, req: &Incoming<'_>) -> Option<Challenge> {
     };
     match handshake {
         _ if req.method == "GET" => match handshake {
-            Handshake::Meta { .. } => meta_subscribe(req.query),
+            Handshake::Meta => meta_subscribe(req.query),
             _ => None,
         },
         Handshake::Slack => {
@@ -150,9 +148,12 @@ pub fn detect(handshake: &Handshake, req: &Incoming<'_>) -> Option<Challenge> {
                 "webhook_callback_verification" => Some(Challenge::TwitchVerification {
                     challenge: text(&json()?, "/challenge")?,
                 }),
+                // The message-type header is not signed: only a body shaped like a revocation
+                // makes one, so a notification re-sent with the header rewritten is not taken
+                // for a revoked subscription (it goes on as a delivery, a duplicate).
                 "revocation" => {
-                    let v = json().unwrap_or_default();
-                    Some(Challenge::TwitchRevocation {
+                    let v = json()?;
+                    is_revocation(&v).then(|| Challenge::TwitchRevocation {
                         subscription_type: text(&v, "/subscription/type"),
                         reason: text(&v, "/subscription/status"),
                     })
@@ -160,12 +161,28 @@ pub fn detect(handshake: &Handshake, req: &Incoming<'_>) -> Option<Challenge> {
                 _ => None,
             }
         }
-        Handshake::Meta { .. } => None,
+        Handshake::Meta => None,
         Handshake::Discord => {
             let v = json()?;
             (v["type"] == 1).then_some(Challenge::DiscordPing)
         }
     }
+}
+
+/// Twitch's revocation body: a `subscription` with a type and a status saying why it ended
+/// (`authorization_revoked`, `user_removed`, `notification_failures_exceeded`,
+/// `version_removed`…), and no event or challenge, which a notification or a verification has.
+fn is_revocation(v: &serde_json::Value) -> bool {
+    let status = v.pointer("/subscription/status").and_then(|s| s.as_str());
+    let kind = v.pointer("/subscription/type").and_then(|s| s.as_str());
+    let ended = status.is_some_and(|s| {
+        !s.is_empty() && s != "enabled" && s != "webhook_callback_verification_pending"
+    });
+    ended
+        && kind.is_some_and(|k| !k.is_empty())
+        && ["event", "events", "challenge"]
+            .iter()
+            .all(|key| v.get(key).is_none())
 }
 
 fn is_form(headers: &HeaderMap) -> bool {
@@ -199,7 +216,7 @@ fn meta_subscribe(query: &str) -> Option<Challenge> {
 }
 
 /// The answer to `challenge`, as its provider requires. `secrets` are the source's, newest
-/// first: Zoom's answer is an HMAC under the newest.
+/// first: Zoom's answer is an HMAC under the newest key; Meta's compares the verify token.
 pub fn answer(challenge: &Challenge, handshake: &Handshake, secrets: &[Secret]) -> Response {
     let plain = |body: &str| Response {
         status: 200,
@@ -219,7 +236,7 @@ pub fn answer(challenge: &Challenge, handshake: &Handshake, secrets: &[Secret]) 
         Challenge::ZoomUrlValidation { plain_token } => {
             let key = secrets
                 .iter()
-                .find(|s| !s.expose().is_empty() && !s.is_public_key());
+                .find(|s| !s.expose().is_empty() && s.is_key());
             let encrypted = key.map(|key| zoom_encrypted_token(key, plain_token));
             Response {
                 status: 200,
@@ -245,9 +262,7 @@ pub fn answer(challenge: &Challenge, handshake: &Handshake, secrets: &[Secret]) 
             challenge,
         } => {
             let expected = match handshake {
-                Handshake::Meta {
-                    verify_token: Some(expected),
-                } => Some(expected),
+                Handshake::Meta => secrets.iter().find(|s| s.is_verify_token()),
                 _ => None,
             };
             // Hashed first, so neither the content nor the length of the token shows in time.

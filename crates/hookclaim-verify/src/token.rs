@@ -26,8 +26,8 @@ impl TokenScheme {
     pub(super) fn header_names(&self) -> Vec<String> {
         // The token itself is a secret: it is never kept with the delivery.
         let mut names = self.id.header_names();
-        if let Some(Field::Header(h)) = &self.event_type {
-            names.push(h.clone());
+        if let Some(field) = &self.event_type {
+            names.extend(field.header_names());
         }
         names
     }

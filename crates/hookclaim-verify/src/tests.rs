@@ -1720,3 +1720,188 @@ fn signed_ids_that_cannot_be_stored_are_refused_and_bad_event_types_dropped() {
     assert_eq!(dropped.event_type, None);
     assert!(!VerifyError::InvalidDeliveryId.is_unauthorized());
 }
+
+/// What a configured signed message covers: an id or a timestamp counts only where the message
+/// includes it (a body field always is), so only a signed timestamp refuses old requests.
+#[test]
+fn a_signed_schemes_id_and_timestamp_count_only_where_the_message_covers_them() {
+    let base = SignedScheme {
+        algorithm: Algorithm::Sha256,
+        signature_header: "X-Sig".into(),
+        other_signature_headers: Vec::new(),
+        encoding: SignatureEncoding::Hex,
+        format: SignatureFormat::Prefixed(String::new()),
+        message: vec![MessagePart::Body],
+        timestamp: None,
+        id: IdLocation::Header("X-Id".into()),
+        event_type: None,
+        public_url: None,
+    };
+    let ts = |from: TimestampFrom| {
+        Some(TimestampRule {
+            from,
+            unit: TimestampUnit::Seconds,
+            tolerance: Tolerance::Both(300),
+        })
+    };
+    let with = |change: &dyn Fn(&mut SignedScheme)| {
+        let mut s = base.clone();
+        change(&mut s);
+        Scheme::Signed(s)
+    };
+    // (what, scheme, signs the id, refuses old requests)
+    let table: Vec<(&str, Scheme, bool, bool)> = vec![
+        ("id header, body only", with(&|_| {}), false, false),
+        (
+            "id header signed as the id part",
+            with(&|s| s.message = vec![MessagePart::Id, MessagePart::Body]),
+            true,
+            false,
+        ),
+        (
+            "id header signed as a named header, any case",
+            with(&|s| s.message = vec![MessagePart::Header("x-id".into()), MessagePart::Body]),
+            true,
+            false,
+        ),
+        (
+            "another header signed",
+            with(&|s| s.message = vec![MessagePart::Header("X-Other".into()), MessagePart::Body]),
+            false,
+            false,
+        ),
+        (
+            "id in the body",
+            with(&|s| s.id = IdLocation::JsonPointer("/id".into())),
+            true,
+            false,
+        ),
+        (
+            "id is the body's hash",
+            with(&|s| s.id = IdLocation::BodySha256),
+            true,
+            false,
+        ),
+        (
+            "several headers, one unsigned",
+            with(&|s| {
+                s.id = IdLocation::FirstHeader(vec!["X-Id".into(), "X-Id-2".into()]);
+                s.message = vec![MessagePart::Header("X-Id".into()), MessagePart::Body];
+            }),
+            false,
+            false,
+        ),
+        (
+            "timestamp header not in the message",
+            with(&|s| s.timestamp = ts(TimestampFrom::Header("X-Ts".into()))),
+            false,
+            false,
+        ),
+        (
+            "timestamp header in the message",
+            with(&|s| {
+                s.timestamp = ts(TimestampFrom::Header("X-Ts".into()));
+                s.message = vec![MessagePart::Timestamp, MessagePart::Body];
+            }),
+            false,
+            true,
+        ),
+        (
+            "timestamp header signed as a named header",
+            with(&|s| {
+                s.timestamp = ts(TimestampFrom::Header("X-Ts".into()));
+                s.message = vec![MessagePart::Header("X-TS".into()), MessagePart::Body];
+            }),
+            false,
+            true,
+        ),
+        (
+            "signature-list timestamp not in the message",
+            with(&|s| {
+                s.format = SignatureFormat::List {
+                    separator: ',',
+                    signature_key: "v1".into(),
+                    timestamp_key: Some("t".into()),
+                };
+                s.timestamp = ts(TimestampFrom::Signature);
+            }),
+            false,
+            false,
+        ),
+        (
+            "timestamp in the body",
+            with(&|s| s.timestamp = ts(TimestampFrom::Body("/ts".into()))),
+            false,
+            true,
+        ),
+    ];
+    for (what, scheme, signs_id, refuses_old) in table {
+        assert_eq!(scheme.signs_delivery_id(), signs_id, "{what}: signs the id");
+        assert_eq!(
+            scheme.refuses_old_requests(),
+            refuses_old,
+            "{what}: refuses old"
+        );
+        assert_eq!(
+            scheme.needs_replay_guard(),
+            !signs_id && !refuses_old,
+            "{what}: replay guard"
+        );
+    }
+    // The fixed kinds.
+    let github = Scheme::Github;
+    assert!(github.needs_replay_guard());
+    let hmac_header = Scheme::Hmac(HmacScheme {
+        signature_header: "X-Sig".into(),
+        prefix: String::new(),
+        encoding: SignatureEncoding::Hex,
+        id: IdLocation::Header("X-Id".into()),
+        event_type_pointer: None,
+    });
+    assert!(hmac_header.needs_replay_guard());
+    let Scheme::Hmac(mut body_id) = hmac_header.clone() else {
+        unreachable!()
+    };
+    body_id.id = IdLocation::JsonPointer("/id".into());
+    assert!(!Scheme::Hmac(body_id).needs_replay_guard());
+    for scheme in [
+        Scheme::Stripe {
+            tolerance_secs: 300,
+        },
+        Scheme::Standard {
+            tolerance_secs: 300,
+            raw_secrets: false,
+        },
+    ] {
+        assert!(scheme.signs_delivery_id() && scheme.refuses_old_requests());
+    }
+    let token = Scheme::Token(TokenScheme {
+        token_header: "X-Token".into(),
+        id: IdLocation::JsonPointer("/id".into()),
+        event_type: None,
+    });
+    assert!(
+        token.needs_replay_guard(),
+        "a token signs nothing, not even the body"
+    );
+}
+
+/// A verify token is among a source's secrets only for its handshake: it never verifies a
+/// signature, even one computed with its bytes.
+#[test]
+fn a_verify_token_never_verifies_a_signature() {
+    let body = br#"{"zen":"x"}"#;
+    let sig = format!("sha256={}", hex::encode(hmac(b"tok", &[body])));
+    let headers = header_map(&[h("x-hub-signature-256", sig), h("x-github-delivery", "d1")]);
+    assert_eq!(
+        verify(
+            &Scheme::Github,
+            &[Secret::verify_token("tok")],
+            &headers,
+            body,
+            0
+        ),
+        Err(VerifyError::NoSecret)
+    );
+    assert!(verify(&Scheme::Github, &[raw("tok")], &headers, body, 0).is_ok());
+}

@@ -49,7 +49,7 @@ fn header(s: &str) -> String {
     s.to_owned()
 }
 
-/// A body HMAC behind a prefix, with no timestamp: Bitbucket, Meta, Intercom, Shopify.
+/// A body HMAC behind a prefix, with no timestamp: Bitbucket, Meta, Intercom.
 fn body_mac(
     algorithm: Algorithm,
     signature_header: &str,
@@ -61,6 +61,7 @@ fn body_mac(
     Scheme::Signed(SignedScheme {
         algorithm,
         signature_header: header(signature_header),
+        other_signature_headers: Vec::new(),
         encoding,
         format: SignatureFormat::Prefixed(prefix.to_owned()),
         message: vec![MessagePart::Body],
@@ -83,6 +84,7 @@ pub const PRESETS: &[Preset] = &[
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha256,
                 signature_header: header("X-Slack-Signature"),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Hex,
                 format: SignatureFormat::Prefixed("v0=".into()),
                 message: vec![text("v0:"), MessagePart::Timestamp, text(":"), MessagePart::Body],
@@ -103,16 +105,27 @@ pub const PRESETS: &[Preset] = &[
         needs_public_url: false,
         default_tolerance_secs: None,
         // Base64 HMAC-SHA256 of the body. The id is the webhook (delivery) id, which retries
-        // keep; the event id can be shared by several topics' webhooks for one event.
+        // keep; the event id can be shared by several topics' webhooks for one event. Newer
+        // deliveries may name the headers without the `X-Shopify-` prefix (`shopify-…`).
         build: |_, _| {
-            body_mac(
-                Algorithm::Sha256,
-                "X-Shopify-Hmac-Sha256",
-                SignatureEncoding::Base64,
-                "",
-                IdLocation::Header(header("X-Shopify-Webhook-Id")),
-                Field::Header(header("X-Shopify-Topic")),
-            )
+            Scheme::Signed(SignedScheme {
+                algorithm: Algorithm::Sha256,
+                signature_header: header("X-Shopify-Hmac-Sha256"),
+                other_signature_headers: vec![header("shopify-hmac-sha256")],
+                encoding: SignatureEncoding::Base64,
+                format: SignatureFormat::Prefixed(String::new()),
+                message: vec![MessagePart::Body],
+                timestamp: None,
+                id: IdLocation::FirstHeader(vec![
+                    header("X-Shopify-Webhook-Id"),
+                    header("shopify-webhook-id"),
+                ]),
+                event_type: Some(Field::FirstHeader(vec![
+                    header("X-Shopify-Topic"),
+                    header("shopify-topic"),
+                ])),
+                public_url: None,
+            })
         },
     },
     Preset {
@@ -126,6 +139,7 @@ pub const PRESETS: &[Preset] = &[
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha256,
                 signature_header: header("x-zm-signature"),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Hex,
                 format: SignatureFormat::Prefixed("v0=".into()),
                 message: vec![text("v0:"), MessagePart::Timestamp, text(":"), MessagePart::Body],
@@ -144,12 +158,14 @@ pub const PRESETS: &[Preset] = &[
         name: "paddle",
         docs: "https://developer.paddle.com/webhooks/signature-verification",
         needs_public_url: false,
-        default_tolerance_secs: Some(300),
+        // Paddle's SDKs allow 5 s and only check age (a timestamp ahead of now is accepted).
+        default_tolerance_secs: Some(5),
         // `Paddle-Signature: ts=…;h1=…[;h1=…]` over `{ts}:{body}`.
         build: |tolerance, _| {
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha256,
                 signature_header: header("Paddle-Signature"),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Hex,
                 format: SignatureFormat::List {
                     separator: ';',
@@ -160,7 +176,7 @@ pub const PRESETS: &[Preset] = &[
                 timestamp: Some(TimestampRule {
                     from: TimestampFrom::Signature,
                     unit: TimestampUnit::Seconds,
-                    tolerance: Tolerance::Both(tolerance),
+                    tolerance: Tolerance::Past(tolerance),
                 }),
                 id: IdLocation::JsonPointer("/event_id".into()),
                 event_type: Some(Field::Pointer("/event_type".into())),
@@ -178,6 +194,7 @@ pub const PRESETS: &[Preset] = &[
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha256,
                 signature_header: header("Linear-Signature"),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Hex,
                 format: SignatureFormat::Prefixed(String::new()),
                 message: vec![MessagePart::Body],
@@ -197,18 +214,20 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message",
         needs_public_url: false,
         default_tolerance_secs: Some(600),
-        // `sha256=<hex>` over `{message id}{timestamp}{body}`, RFC 3339 timestamp, 10 minutes.
+        // `sha256=<hex>` over `{message id}{timestamp}{body}`, RFC 3339 timestamp; Twitch's docs
+        // refuse messages older than 10 minutes (age only).
         build: |tolerance, _| {
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha256,
                 signature_header: header("Twitch-Eventsub-Message-Signature"),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Hex,
                 format: SignatureFormat::Prefixed("sha256=".into()),
                 message: vec![MessagePart::Id, MessagePart::Timestamp, MessagePart::Body],
                 timestamp: Some(TimestampRule {
                     from: TimestampFrom::Header(header("Twitch-Eventsub-Message-Timestamp")),
                     unit: TimestampUnit::Rfc3339,
-                    tolerance: Tolerance::Both(tolerance),
+                    tolerance: Tolerance::Past(tolerance),
                 }),
                 id: IdLocation::Header(header("Twitch-Eventsub-Message-Id")),
                 event_type: Some(Field::Header(header("Twitch-Eventsub-Subscription-Type"))),
@@ -309,6 +328,7 @@ pub const PRESETS: &[Preset] = &[
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha256,
                 signature_header: header("X-Square-HmacSha256-Signature"),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Base64,
                 format: SignatureFormat::Prefixed(String::new()),
                 message: vec![MessagePart::Url, MessagePart::Body],
@@ -332,6 +352,7 @@ pub const PRESETS: &[Preset] = &[
             Scheme::Signed(SignedScheme {
                 algorithm: Algorithm::Sha256,
                 signature_header: header("X-HubSpot-Signature-v3"),
+                other_signature_headers: Vec::new(),
                 encoding: SignatureEncoding::Base64,
                 format: SignatureFormat::Prefixed(String::new()),
                 message: vec![

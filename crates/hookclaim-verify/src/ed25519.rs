@@ -32,8 +32,8 @@ impl Ed25519Scheme {
     pub(super) fn header_names(&self) -> Vec<String> {
         let mut names = vec![self.signature_header.clone(), self.timestamp_header.clone()];
         names.extend(self.id.header_names());
-        if let Some(Field::Header(h)) = &self.event_type {
-            names.push(h.clone());
+        if let Some(field) = &self.event_type {
+            names.extend(field.header_names());
         }
         names
     }

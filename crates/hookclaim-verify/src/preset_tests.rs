@@ -298,3 +298,124 @@ fn provider_vectors_verify_and_every_derived_row_answers_as_it_should() {
     }
     assert!(rows > 200, "only {rows} rows");
 }
+
+/// Whether each preset's signature covers its delivery id and a checked timestamp, and so
+/// whether a receiver needs the replay guard: on exactly where it covers neither.
+#[test]
+fn each_preset_says_what_its_signature_covers() {
+    // (preset, signs the delivery id, refuses old requests)
+    let table = [
+        ("slack", true, true),
+        ("shopify", false, false),
+        ("zoom", true, true),
+        ("paddle", true, true),
+        ("linear", false, true),
+        ("twitch", true, true),
+        ("discord", true, true),
+        ("gitlab", false, false),
+        ("bitbucket", false, false),
+        ("meta", true, false),
+        ("twilio", false, false),
+        ("square", true, false),
+        ("hubspot", true, true),
+        ("intercom", true, false),
+        ("clerk", true, true),
+        ("resend", true, true),
+        ("polar", true, true),
+        ("svix", true, true),
+    ];
+    assert_eq!(table.len(), PRESETS.len(), "every preset is in the table");
+    for (name, signs_id, refuses_old) in table {
+        let scheme = presets::lookup(name)
+            .expect("a preset")
+            .scheme(None, "https://hooks.example.com/x");
+        assert_eq!(scheme.signs_delivery_id(), signs_id, "{name}: signs the id");
+        assert_eq!(
+            scheme.refuses_old_requests(),
+            refuses_old,
+            "{name}: refuses old requests"
+        );
+        assert_eq!(
+            scheme.needs_replay_guard(),
+            !signs_id && !refuses_old,
+            "{name}: replay guard"
+        );
+    }
+    let guarded: Vec<&str> = PRESETS
+        .iter()
+        .filter(|p| p.scheme(None, "https://x").needs_replay_guard())
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(guarded, ["shopify", "gitlab", "bitbucket", "twilio"]);
+}
+
+/// Shopify's newer deliveries name their headers without the `X-Shopify-` prefix; both forms
+/// verify, and the id and topic are read from whichever is present.
+#[test]
+fn shopify_accepts_the_unprefixed_header_names() {
+    let scheme = presets::lookup("shopify")
+        .expect("a preset")
+        .scheme(None, "");
+    let secret = "hookclaim-shopify-test-secret";
+    let body = br#"{"id":820982911946154508,"email":"jon@example.com"}"#;
+    let tag = {
+        use ::hmac::Mac as _;
+        let mut mac = ::hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(body);
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            mac.finalize().into_bytes(),
+        )
+    };
+    let headers = |names: [&'static str; 3]| -> HeaderMap {
+        let [sig, id, topic] = names;
+        [
+            (sig, tag.as_str()),
+            (id, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"),
+            (topic, "orders/create"),
+        ]
+        .iter()
+        .map(|(k, v)| {
+            (
+                HeaderName::from_static(k),
+                HeaderValue::from_str(v).unwrap(),
+            )
+        })
+        .collect()
+    };
+    let secrets = [Secret::from_bytes(secret)];
+    for names in [
+        [
+            "x-shopify-hmac-sha256",
+            "x-shopify-webhook-id",
+            "x-shopify-topic",
+        ],
+        ["shopify-hmac-sha256", "shopify-webhook-id", "shopify-topic"],
+    ] {
+        let got = verify(&scheme, &secrets, &headers(names), body, 0);
+        assert_eq!(
+            got,
+            Ok(Verified {
+                delivery_id: "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043".into(),
+                id_origin: IdOrigin::Header,
+                event_type: Some("orders/create".into()),
+            }),
+            "{names:?}"
+        );
+        let mut tampered = body.to_vec();
+        tampered[2] ^= 1;
+        assert_eq!(
+            verify(&scheme, &secrets, &headers(names), &tampered, 0),
+            Err(VerifyError::InvalidSignature),
+            "{names:?}"
+        );
+    }
+    // Neither spelling of the signature header: missing, named by its main name.
+    let mut no_signature = headers(["shopify-hmac-sha256", "shopify-webhook-id", "shopify-topic"]);
+    no_signature.remove("shopify-hmac-sha256");
+    assert_eq!(
+        verify(&scheme, &secrets, &no_signature, body, 0),
+        Err(VerifyError::MissingHeader("X-Shopify-Hmac-Sha256".into()))
+    );
+    assert!(scheme_headers(&scheme).contains(&"shopify-webhook-id".to_string()));
+}

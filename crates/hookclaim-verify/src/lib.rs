@@ -1,15 +1,41 @@
-//! Signature verification for every source kind, as a pure function of (scheme, secrets,
-//! request, now). It never logs, never reads the clock and never sees the database, so every
-//! rule can be tested with a fixed clock.
+//! Webhook signature verification as a pure function of (scheme, secrets, request, now), for
+//! Stripe, GitHub, Standard Webhooks (Svix, Polar, Clerk, Resend…), generic HMAC senders, a
+//! configurable signed message, Ed25519, static tokens, Twilio, and named presets for each
+//! provider; and the providers' handshakes (Slack, Zoom, Twitch, Meta, Discord).
+//!
+//! Nothing here logs, reads the clock, or does I/O: the caller passes the raw body, the headers
+//! and the current unix time, so every rule can be tested with a fixed clock. Signatures are
+//! computed over the exact bytes received and compared in constant time; a [`Secret`] never
+//! prints its bytes.
+//!
+//! ```
+//! use hookclaim_verify::{verify, Scheme, Secret};
+//! use http::HeaderMap;
+//!
+//! let body = br#"{"zen":"Keep it logically awesome."}"#;
+//! let mut headers = HeaderMap::new();
+//! headers.insert(
+//!     "x-hub-signature-256",
+//!     "sha256=0000000000000000000000000000000000000000000000000000000000000000".parse().unwrap(),
+//! );
+//! headers.insert("x-github-delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958".parse().unwrap());
+//! let secrets = [Secret::from_bytes("It's a Secret to Everybody")];
+//! let result = verify(&Scheme::Github, &secrets, &headers, body, 1_767_225_600);
+//! assert!(result.unwrap_err().is_unauthorized());
+//! ```
+//!
+//! The crate's README and `examples/verify_requests.rs` show a Stripe, a GitHub and a Slack
+//! request verified and a Slack handshake answered, with plain `http` types.
 //!
 //! One file per kind: `stripe`, `github`, `standard` (Standard Webhooks, `v1` and `v1a`),
 //! `hmac` (generic HMAC of the body), `signed` (a configurable signed message), `ed25519`
-//! (Discord), `token` (a static token), `twilio`. `presets` names the providers' settings;
-//! `mac`, `timestamp` and `locate` are shared by the kinds.
+//! (Discord), `token` (a static token), `twilio`. [`presets`] names the providers' settings;
+//! `mac`, `timestamp` and `locate` are shared by the kinds; [`handshake`] recognises and
+//! answers the providers' handshakes; `secret` holds the secret type and the secrets document.
+
+#![warn(missing_docs)]
 
 use http::HeaderMap;
-
-use crate::secret::{Secret, SecretFormat};
 
 mod ed25519;
 mod github;
@@ -24,6 +50,9 @@ mod timestamp;
 mod token;
 mod twilio;
 
+pub mod handshake;
+pub mod secret;
+
 pub use ed25519::Ed25519Scheme;
 pub use hmac::HmacScheme;
 pub use locate::{Field, IdLocation};
@@ -32,6 +61,8 @@ pub use signed::{MessagePart, SignatureFormat, SignedScheme, TimestampFrom, Time
 pub use timestamp::{TimestampUnit, Tolerance};
 pub use token::TokenScheme;
 pub use twilio::TwilioScheme;
+
+pub use secret::{Secret, SecretError, SecretFormat, SecretsDocument};
 
 /// The tolerance the providers' own libraries use for signed timestamps: five minutes.
 pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
@@ -74,9 +105,34 @@ impl Scheme {
     pub fn refuses_old_requests(&self) -> bool {
         match self {
             Scheme::Stripe { .. } | Scheme::Standard { .. } | Scheme::Ed25519(_) => true,
-            Scheme::Signed(s) => s.timestamp.is_some(),
+            Scheme::Signed(s) => s.signs_timestamp() == Some(true),
             Scheme::Github | Scheme::Hmac(_) | Scheme::Token(_) | Scheme::Twilio(_) => false,
         }
+    }
+
+    /// Whether the signature covers the delivery id, so that a replayed request carries the id
+    /// it was signed with. Where it does not (GitHub's `X-GitHub-Delivery`, a token, Twilio's
+    /// idempotency header), a signed body can be sent again under any id and still verify.
+    pub fn signs_delivery_id(&self) -> bool {
+        match self {
+            // Stripe's id is in the signed body; Standard Webhooks signs `webhook-id`.
+            Scheme::Stripe { .. } | Scheme::Standard { .. } => true,
+            Scheme::Github | Scheme::Token(_) => false,
+            Scheme::Hmac(h) => h.id.is_in_body(),
+            Scheme::Signed(s) => s.signs_delivery_id(),
+            // Ed25519 here signs the timestamp and the body.
+            Scheme::Ed25519(e) => e.id.is_in_body(),
+            // Twilio signs the form's parameters sorted, not the raw body, so even an id taken
+            // from the body could differ between two requests with one signature.
+            Scheme::Twilio(_) => false,
+        }
+    }
+
+    /// Whether a receiver should remember the signed body as well as the delivery id: the
+    /// signature covers neither the id nor a checked timestamp, so nothing else stops a signed
+    /// body from being replayed under a new id.
+    pub fn needs_replay_guard(&self) -> bool {
+        !self.signs_delivery_id() && !self.refuses_old_requests()
     }
 
     /// How this scheme's configured secrets are read.
@@ -239,8 +295,9 @@ impl VerifyError {
     }
 }
 
-/// The configured secrets split by use: HMAC keys and Ed25519 public keys. Empty secrets are
-/// dropped: an empty key would let anyone compute a valid MAC.
+/// The configured secrets split by use: HMAC keys and Ed25519 public keys (a handshake's verify
+/// token is neither, and never verifies a signature). Empty secrets are dropped: an empty key
+/// would let anyone compute a valid MAC.
 pub(crate) struct Keys<'s> {
     pub(crate) hmac: Vec<&'s [u8]>,
     pub(crate) public: Vec<&'s [u8]>,
@@ -251,7 +308,7 @@ impl<'s> Keys<'s> {
         let usable = || secrets.iter().filter(|s| !s.expose().is_empty());
         let keys = Keys {
             hmac: usable()
-                .filter(|s| !s.is_public_key())
+                .filter(|s| s.is_key())
                 .map(Secret::expose)
                 .collect(),
             public: usable()
@@ -395,3 +452,8 @@ mod tests;
 
 #[cfg(test)]
 mod preset_tests;
+
+/// The README's code blocks, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

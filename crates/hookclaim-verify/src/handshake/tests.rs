@@ -36,10 +36,11 @@ type Expected<'a> = (u16, Option<&'a str>, String, &'a str);
 
 const ZOOM_SECRET: &str = "hookclaim-zoom-test-secret";
 
-fn meta(token: Option<&str>) -> Handshake {
-    Handshake::Meta {
-        verify_token: token.map(Secret::from_bytes),
-    }
+/// A Meta source's secrets: its app secret and, when it has one, its verify token.
+fn meta_secrets(token: Option<&str>) -> Vec<Secret> {
+    let mut secrets = vec![Secret::from_bytes("hookclaim-meta-app-secret")];
+    secrets.extend(token.map(Secret::verify_token));
+    secrets
 }
 
 #[test]
@@ -51,16 +52,18 @@ fn each_provider_handshake_is_recognised_and_answered_exactly() {
         "webhook_callback_verification",
     )]);
     let revocation = headers(&[("twitch-eventsub-message-type", "revocation")]);
-    let zoom = [Secret::from_bytes(ZOOM_SECRET)];
-    // (handshake, request, expected (status, content type, body, outcome))
-    let table: Vec<(Handshake, Incoming<'_>, Expected<'_>)> = vec![
+    let zoom = vec![Secret::from_bytes(ZOOM_SECRET)];
+    // (handshake, the source's secrets, request, expected (status, content type, body, outcome))
+    let table: Vec<(Handshake, Vec<Secret>, Incoming<'_>, Expected<'_>)> = vec![
         (
             Handshake::Slack,
+            zoom.clone(),
             req("POST", "", &none, br#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#),
             (200, Some("text/plain"), "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P".into(), "handshake"),
         ),
         (
             Handshake::Slack,
+            zoom.clone(),
             req("POST", "", &form, b"ssl_check=1&token=t"),
             (200, None, String::new(), "handshake"),
         ),
@@ -68,6 +71,7 @@ fn each_provider_handshake_is_recognised_and_answered_exactly() {
             // Zoom's documented example; the expected token is the hex HMAC-SHA256 of the plain
             // token under the secret, as @zoom/rivet 0.4.0 computes it.
             Handshake::Zoom,
+            zoom.clone(),
             req("POST", "", &none, br#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#),
             (
                 200,
@@ -78,39 +82,52 @@ fn each_provider_handshake_is_recognised_and_answered_exactly() {
         ),
         (
             Handshake::Twitch,
+            zoom.clone(),
             req("POST", "", &verification, br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"type":"channel.follow"}}"#),
             (200, Some("text/plain"), "pogchamp-kappa-360noscope-vohiyo".into(), "handshake"),
         ),
         (
             Handshake::Twitch,
+            zoom.clone(),
             req("POST", "", &revocation, br#"{"subscription":{"type":"channel.follow","status":"authorization_revoked"}}"#),
             (204, None, String::new(), "revoked"),
         ),
         (
-            meta(Some("meatyhamhock")),
+            Handshake::Meta,
+            meta_secrets(Some("meatyhamhock")),
             req("GET", "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=meatyhamhock", &none, b""),
             (200, Some("text/plain"), "1158201444".into(), "handshake"),
         ),
         (
-            meta(Some("meatyhamhock")),
+            Handshake::Meta,
+            meta_secrets(Some("meatyhamhock")),
             req("GET", "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=meatyhamhoc", &none, b""),
             (403, Some("application/json"), r#"{"error":"verify token does not match","status":"forbidden"}"#.into(), "handshake_refused"),
         ),
         (
-            meta(None),
+            // The app secret is not a verify token.
+            Handshake::Meta,
+            meta_secrets(None),
+            req("GET", "hub.mode=subscribe&hub.challenge=1&hub.verify_token=hookclaim-meta-app-secret", &none, b""),
+            (403, Some("application/json"), r#"{"error":"verify token does not match","status":"forbidden"}"#.into(), "handshake_refused"),
+        ),
+        (
+            Handshake::Meta,
+            meta_secrets(None),
             req("GET", "hub.mode=subscribe&hub.challenge=1&hub.verify_token=", &none, b""),
             (403, Some("application/json"), r#"{"error":"verify token does not match","status":"forbidden"}"#.into(), "handshake_refused"),
         ),
         (
             Handshake::Discord,
+            zoom.clone(),
             req("POST", "", &none, br#"{"type":1,"id":"1","application_id":"2","token":"t","version":1}"#),
             (200, Some("application/json"), r#"{"type":1}"#.into(), "handshake"),
         ),
     ];
-    for (shake, request, (status, content_type, body, outcome)) in table {
+    for (shake, secrets, request, (status, content_type, body, outcome)) in table {
         let challenge =
             detect(&shake, &request).unwrap_or_else(|| panic!("{shake:?}: not recognised"));
-        let got = answer(&challenge, &shake, &zoom);
+        let got = answer(&challenge, &shake, &secrets);
         assert_eq!(
             (got.status, got.content_type, got.body.as_str(), got.outcome),
             (status, content_type, body.as_str(), outcome),
@@ -175,7 +192,7 @@ fn look_alikes_are_not_handshakes() {
             req("POST", "", &none, br#"{"type":"1"}"#),
         ),
         (
-            meta(Some("t")),
+            Handshake::Meta,
             req(
                 "GET",
                 "hub.mode=unsubscribe&hub.challenge=1&hub.verify_token=t",
@@ -184,11 +201,11 @@ fn look_alikes_are_not_handshakes() {
             ),
         ),
         (
-            meta(Some("t")),
+            Handshake::Meta,
             req("GET", "hub.mode=subscribe&hub.verify_token=t", &none, b""),
         ),
         (
-            meta(Some("t")),
+            Handshake::Meta,
             req(
                 "POST",
                 "hub.mode=subscribe&hub.challenge=1&hub.verify_token=t",
@@ -209,6 +226,70 @@ fn look_alikes_are_not_handshakes() {
             "{shake:?} {:?}",
             request.body
         );
+    }
+}
+
+#[test]
+fn a_twitch_revocation_header_counts_only_with_a_revocation_body() {
+    let revocation = headers(&[("twitch-eventsub-message-type", "revocation")]);
+    let revoked = |status: &str| {
+        format!(
+            r#"{{"subscription":{{"id":"f1c2a387","status":"{status}","type":"channel.follow","version":"2","condition":{{"broadcaster_user_id":"1337"}}}}}}"#
+        )
+    };
+    // (body, recognised as a revocation)
+    let table: Vec<(String, bool)> = vec![
+        (revoked("authorization_revoked"), true),
+        (revoked("user_removed"), true),
+        (revoked("notification_failures_exceeded"), true),
+        (revoked("version_removed"), true),
+        // A captured notification re-sent with the header rewritten: it has an event, and its
+        // subscription is enabled.
+        (
+            r#"{"subscription":{"id":"f1c2a387","status":"enabled","type":"channel.follow","version":"2"},"event":{"user_id":"1234"}}"#.into(),
+            false,
+        ),
+        (
+            r#"{"subscription":{"status":"authorization_revoked","type":"channel.follow"},"event":{"user_id":"1234"}}"#.into(),
+            false,
+        ),
+        (
+            r#"{"subscription":{"status":"authorization_revoked","type":"channel.follow"},"events":[]}"#.into(),
+            false,
+        ),
+        // A callback verification under the wrong header.
+        (
+            r#"{"challenge":"x","subscription":{"status":"webhook_callback_verification_pending","type":"channel.follow"}}"#.into(),
+            false,
+        ),
+        (revoked("enabled"), false),
+        (revoked(""), false),
+        (
+            r#"{"subscription":{"status":"authorization_revoked"}}"#.into(),
+            false,
+        ),
+        (
+            r#"{"subscription":{"status":"authorization_revoked","type":""}}"#.into(),
+            false,
+        ),
+        (r#"{"subscription":{"status":7,"type":"channel.follow"}}"#.into(), false),
+        ("{}".into(), false),
+        ("not json".into(), false),
+        (String::new(), false),
+    ];
+    for (body, expected) in table {
+        let got = detect(
+            &Handshake::Twitch,
+            &req("POST", "", &revocation, body.as_bytes()),
+        );
+        assert_eq!(
+            matches!(got, Some(Challenge::TwitchRevocation { .. })),
+            expected,
+            "{body}: {got:?}"
+        );
+        if !expected {
+            assert_eq!(got, None, "{body}");
+        }
     }
 }
 

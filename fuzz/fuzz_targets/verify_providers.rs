@@ -1,4 +1,0 @@
-//! Fuzz target `verify_providers`: see `hookclaim_fuzz::verify_providers`.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| hookclaim_fuzz::verify_providers::run(data));
