@@ -135,3 +135,8 @@ pub use tokio_postgres;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// docs/processing.md's code blocks, compiled as doctests like the README's.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/processing.md")]
+pub struct ProcessingDoctests;
