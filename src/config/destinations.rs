@@ -334,7 +334,7 @@ fn eventbridge(
     }
     if detail_type
         .as_ref()
-        .is_some_and(|t| t.is_empty() || t.len() > 128)
+        .is_some_and(|t| t.is_empty() || t.chars().count() > 128)
     {
         return Err("detail_type must be 1-128 characters".into());
     }
