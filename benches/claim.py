@@ -38,13 +38,22 @@ ROOT = os.path.dirname(HERE)
 SQL = os.path.join(HERE, "claim")
 BASELINE = os.path.join(SQL, "baseline.json")
 
-# name, label, the table it writes, claim script, finish script (new deliveries only: a
-# duplicate is not finished)
+# The ledger's statements bind $1, $2, ...; the scripts bind these pgbench variables in their
+# place (benches/claim/*.sql use the variables directly).
+CLAIM = ("src/ledger/sql/claim.sql", ["source", "id", "owner", "lease_secs", "payload", "sha",
+                                      "headers", "event_type", "id_origin", "store_only",
+                                      "long_key_retention", "max_attempts"])
+FINISH = ("src/ledger/sql/finish_done.sql", ["source", "id", "attempt", "owner"])
+
+# name, label, the table it writes, its claim statements, the statements that finish a new
+# delivery (a duplicate is not finished), and pgbench variables of its own.
 PATHS = [
-    ("bare", "bare insert", "bench_bare", "bare.sql", None),
-    ("seeds", "seeds' handler", "bench_seeds", "seeds.sql", "seeds-finish.sql"),
-    ("store_only", "store-only claim", "hookclaim_deliveries", "store-only.sql", None),
-    ("claim_finish", "claim + finish", "hookclaim_deliveries", "claim.sql", "claim-finish.sql"),
+    ("bare", "bare insert", "bench_bare", ["benches/claim/bare.sql"], [], {}),
+    ("seeds", "seeds' handler", "bench_seeds", ["benches/claim/seeds.sql"],
+     ["benches/claim/seeds-finish.sql"], {}),
+    ("store_only", "store-only claim", "hookclaim_deliveries", [CLAIM], [], {"store_only": 1}),
+    ("claim_finish", "claim + finish", "hookclaim_deliveries", [CLAIM], [FINISH],
+     {"store_only": 0}),
 ]
 
 # The ratios the gate holds: (path, baseline path, kind).
@@ -80,25 +89,18 @@ def variables():
         "x-github-event": "push",
         "x-hub-signature-256": "sha256=" + sha,
     }
-    owner = "%032x" % 0x5EED
-    hj = json.dumps(headers, separators=(",", ":"), sort_keys=True)
-    esc = hj.replace("\\", "\\\\").replace('"', '\\"')
-
-    def row(finish_now):
-        flag = "t" if finish_now else "f"
-        return f'("{owner}","\\\\x{sha}","header",{flag},90.5,"push","{esc}",10,t)'
-
     return {
-        "row_store": row(True),
-        "row_tx": row(False),
         "source": "github",
         "payload": "\\x" + payload.hex(),
         "sha": "\\x" + sha,
         "headers": json.dumps(headers, separators=(",", ":"), sort_keys=True),
         "event_type": "push",
+        "id_origin": "header",
         "owner": "%032x" % 0x5EED,
         "lease_secs": "90.5",
+        "long_key_retention": "true",
         "max_attempts": "10",
+        "attempt": "1",
         "dup_base": str(DUP_BASE),
         "dup_count": str(DUP_COUNT),
     }
@@ -164,6 +166,16 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def statement(spec):
+    """A statement of a path as pgbench runs it: a benchmark script as it is, or a ledger
+    statement with its $n parameters bound to pgbench variables."""
+    if isinstance(spec, str):
+        return open(os.path.join(ROOT, spec)).read()
+    path, names = spec
+    sql = open(os.path.join(ROOT, path)).read().rstrip().rstrip(";")
+    return re.sub(r"\$(\d+)", lambda m: ":" + names[int(m.group(1)) - 1], sql) + "\n;\n"
+
+
 def scripts(paths, out):
     """One pgbench script per path and kind: the id to use, the claim, and for a new delivery
     the finish."""
@@ -172,11 +184,12 @@ def scripts(paths, out):
         "duplicate": f"\\set id {DUP_BASE} + random(1, {DUP_COUNT})\n",
     }
     written = {}
-    for name, _, _, claim, finish in paths:
+    for name, _, _, claim, finish, sets in paths:
         for kind, id_line in ids.items():
-            text = id_line + open(os.path.join(SQL, claim)).read()
-            if finish and kind == "new":
-                text += open(os.path.join(SQL, finish)).read()
+            text = id_line + "".join(f"\\set {k} {v}\n" for k, v in sets.items())
+            text += "".join(statement(s) for s in claim)
+            if kind == "new":
+                text += "".join(statement(s) for s in finish)
             path = os.path.join(out, f"{name}-{kind}.sql")
             with open(path, "w") as f:
                 f.write(text)
@@ -261,7 +274,8 @@ def main():
     ap.add_argument("--record", action="store_true", help="write the ratios to the baseline")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench"))
     ap.add_argument("--path", action="append", default=[],
-                    help="an extra path beside the others: name=table:claim.sql[,finish.sql]")
+                    help="an extra path beside the others: name=table:claim.sql[,finish.sql] "
+                         "(files in benches/claim/, using pgbench variables)")
     ap.add_argument("--setup", action="append", default=[],
                     help="an extra SQL file (in benches/claim/) run after setup.sql")
     args = ap.parse_args()
@@ -271,7 +285,8 @@ def main():
         name, spec = extra.split("=", 1)
         table, files = spec.split(":", 1)
         claim, _, finish = files.partition(",")
-        paths.append((name, name, table, claim, finish or None))
+        finish = [f"benches/claim/{finish}"] if finish else []
+        paths.append((name, name, table, [f"benches/claim/{claim}"], finish, {}))
 
     bindir = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()
     if not os.path.exists(os.path.join(bindir, "pgbench")):

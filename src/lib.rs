@@ -59,7 +59,6 @@ pub mod verify;
 
 internal_modules!(
     aws,
-    connection,
     db,
     destinations,
     environment,
@@ -67,6 +66,7 @@ internal_modules!(
     function,
     invocation,
     keys,
+    ledger,
     licence,
     observe,
     pipeline,
@@ -76,7 +76,6 @@ internal_modules!(
     schema,
     secret,
     shipped,
-    store,
     webhook,
     work,
 );

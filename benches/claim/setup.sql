@@ -1,6 +1,6 @@
 -- The benchmark's two narrow tables beside the ledger, and the redelivered set in all three.
--- psql variables: source, payload, sha, headers, event_type, owner, lease_secs, max_attempts,
--- dup_base, dup_count (benches/claim.py sets them).
+-- psql variables: source, payload, sha, headers, event_type, id_origin, owner, lease_secs,
+-- long_key_retention, max_attempts, dup_base, dup_count (benches/claim.py sets them).
 
 -- The floor of deduplication: the unique key and the payload, nothing else.
 CREATE TABLE bench_bare (
@@ -31,7 +31,8 @@ SELECT :'source', (:dup_base::int8 + g)::text, 'done', :'payload'::bytea, now()
   FROM generate_series(1, :dup_count) AS g;
 
 -- The ledger's redelivered rows, as the store-only claim leaves them.
-SELECT count(*) FROM generate_series(1, :dup_count) AS g,
-       hookclaim_claim_unanswered(:'source', (:dup_base::int8 + g)::text, :'payload'::bytea,
-           ROW(:'owner', :'sha'::bytea, 'header', true, :lease_secs, :'event_type',
-               :'headers'::jsonb, :max_attempts, true)::hookclaim_new_claim::text);
+SELECT count(*)
+  FROM generate_series(1, :dup_count) AS g,
+       hookclaim_claim(:'source', (:dup_base::int8 + g)::text, :'owner', :lease_secs,
+                       :'payload', :'sha', :'headers', :'event_type', :'id_origin', true,
+                       :long_key_retention, :max_attempts);
