@@ -16,8 +16,9 @@ rounds move much less with the machine's load than rates do, so the gate is on r
 fails when a ratio in benches/claim/baseline.json drops by more than 10 %. `--record` writes the
 measured ratios there instead. BENCHMARKS.md describes the method and holds the current table.
 
-Usage: python3 benches/claim.py [--secs 3] [--rounds 5] [--clients 1,4,16] [--record]
-                                [--out target/bench] [--path name=claim.sql[,finish.sql]]
+Usage: python3 benches/claim.py [--secs 3] [--rounds 5] [--clients 1,4,16] [--record | --no-gate]
+                                [--out target/bench] [--setup extra.sql]
+                                [--path name=table:claim.sql[,finish.sql]]
 """
 
 import argparse
@@ -272,6 +273,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--record", action="store_true", help="write the ratios to the baseline")
+    ap.add_argument("--no-gate", action="store_true", help="report without comparing (smoke runs)")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench"))
     ap.add_argument("--path", action="append", default=[],
                     help="an extra path beside the others: name=table:claim.sql[,finish.sql] "
@@ -334,41 +336,48 @@ def main():
     }
     with open(os.path.join(args.out, "claim.json"), "w") as f:
         json.dump(report, f, indent=2)
-    print_table(results, wal, paths, clients_list)
+    text = markdown(results, wal, paths, clients_list)
+    print(text)
+    with open(os.path.join(args.out, "claim.md"), "w") as f:
+        f.write(text + "\n")
 
     if args.record:
         with open(BASELINE, "w") as f:
             json.dump({"tolerance": TOLERANCE, "ratios": ratios}, f, indent=2)
             f.write("\n")
         print(f"recorded {BASELINE}")
-        return
-    gate(ratios)
+    elif not args.no_gate:
+        gate(ratios)
 
 
-def print_table(results, wal, paths, clients_list):
-    print("\n| delivery | clients | " + " | ".join(label + " /s" for _, label, *_ in paths)
-          + " | store-only / seeds | claim + finish / seeds | claim / bare |")
-    print("|---|---:|" + "---:|" * (len(paths) + 3))
+def markdown(results, wal, paths, clients_list):
+    """The results as Markdown tables: rates and ratios, server CPU, WAL."""
+    lines = []
+    lines.append("\n| delivery | clients | " + " | ".join(label + " /s" for _, label, *_ in paths)
+                 + " | store-only / seeds | claim + finish / seeds | claim / bare |")
+    lines.append("|---|---:|" + "---:|" * (len(paths) + 3))
     for kind in ("new", "duplicate"):
         for c in clients_list:
             rates = results[f"{kind}/{c}"]
             cells = [f"{statistics.median(rates[name]):,.0f}" for name, *_ in paths]
             shown = [ratio(results, p, b, kind, c) for p, b in
                      (("store_only", "seeds"), ("claim_finish", "seeds"), ("store_only", "bare"))]
-            print(f"| {kind} | {c} | " + " | ".join(cells) + " | "
-                  + " | ".join(f"{r:.2f}" for r in shown) + " |")
-    print("\n| server CPU µs per delivery | clients | "
-          + " | ".join(label for _, label, *_ in paths) + " |")
-    print("|---|---:|" + "---:|" * len(paths))
+            lines.append(f"| {kind} | {c} | " + " | ".join(cells) + " | "
+                         + " | ".join(f"{r:.2f}" for r in shown) + " |")
+    lines.append("\n| server CPU µs per delivery | clients | "
+                 + " | ".join(label for _, label, *_ in paths) + " |")
+    lines.append("|---|---:|" + "---:|" * len(paths))
     for kind in ("new", "duplicate"):
         for c in clients_list:
             cpus = results[f"cpu/{kind}/{c}"]
-            print(f"| {kind} | {c} | "
-                  + " | ".join(f"{statistics.median(cpus[n]):.1f}" for n, *_ in paths) + " |")
-    print("\n| WAL bytes per delivery | " + " | ".join(label for _, label, *_ in paths) + " |")
-    print("|---|" + "---:|" * len(paths))
+            lines.append(f"| {kind} | {c} | "
+                         + " | ".join(f"{statistics.median(cpus[n]):.1f}" for n, *_ in paths) + " |")
+    lines.append("\n| WAL bytes per delivery | " + " | ".join(label for _, label, *_ in paths) + " |")
+    lines.append("|---|" + "---:|" * len(paths))
     for kind in ("new", "duplicate"):
-        print(f"| {kind} | " + " | ".join(f"{wal[name][kind]:,.0f}" for name, *_ in paths) + " |")
+        lines.append(f"| {kind} | "
+                     + " | ".join(f"{wal[name][kind]:,.0f}" for name, *_ in paths) + " |")
+    return "\n".join(lines)
 
 
 def gate(ratios):
