@@ -90,7 +90,6 @@ internal_modules!(
         feature = "destinations"
     ))]
     aws,
-    connection,
     db,
     #[cfg(feature = "destinations")]
     destinations,
@@ -100,6 +99,7 @@ internal_modules!(
     function,
     invocation,
     keys,
+    ledger,
     licence,
     observe,
     pipeline,
@@ -108,7 +108,6 @@ internal_modules!(
     retention,
     schema,
     shipped,
-    store,
     webhook,
     work,
 );

@@ -11,7 +11,7 @@ use crate::config::RetryPolicy;
 use crate::db::{classify, DbError, Session};
 use crate::invocation;
 use crate::processor::{Delivery, Outcome, ProcessError, Processor};
-use crate::store::{Attempt, Finish};
+use crate::ledger::{self, Attempt, Finish};
 use crate::work::Work;
 
 /// How a claimed delivery ended.
@@ -203,9 +203,15 @@ async fn record_failure(
     };
     let finish = match &settled {
         Settled::Failed { error, retry_in } => {
-            session.finish_failed(at, error, *retry_in).await?
+            session
+                .run(|c, _| Box::pin(ledger::finish_failed(c, at, error, *retry_in)))
+                .await?
         }
-        Settled::Dead { error } => session.finish_dead(at, error).await?,
+        Settled::Dead { error } => {
+            session
+                .run(|c, _| Box::pin(ledger::finish_dead(c, at, error)))
+                .await?
+        }
         Settled::Done | Settled::Fenced => Finish::Applied,
     };
     Ok(match finish {

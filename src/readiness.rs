@@ -68,7 +68,7 @@ impl Readiness {
                 }
             }
             MigrateMode::Never => {
-                let current = schema::current_version(&**client)
+                let current = schema::current_version(&*client)
                     .await
                     .map_err(classify)?;
                 let required = schema::latest_version();

@@ -4,6 +4,10 @@
 //! serialise on a transaction-level advisory lock (released at commit, so it also works through
 //! a transaction pooler, and nothing on the hot path ever takes a session-level lock). An
 //! up-to-date database costs one short transaction per execution environment.
+//!
+//! Before the first release the schema is one migration that reads as the current design; from
+//! the first release on, migrations are only appended, never edited (`migrations/released.sha256`
+//! holds what was released, and the tests compare).
 
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, GenericClient, Transaction};
@@ -13,65 +17,18 @@ use tokio_postgres::{Client, GenericClient, Transaction};
 pub struct Migration {
     /// Strictly increasing version number.
     pub version: i32,
-    /// Short name, stored alongside the version.
+    /// Short name, stored alongside the version; the file is `migrations/{version:04}_{name}.sql`.
     pub name: &'static str,
     /// The statements, run in one transaction.
     pub sql: &'static str,
 }
 
 /// Every migration, oldest first.
-pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "deliveries",
-        sql: include_str!("../migrations/0001_deliveries.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "lean_retention_indexes",
-        sql: include_str!("../migrations/0002_lean_retention_indexes.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "key_retention",
-        sql: include_str!("../migrations/0003_key_retention.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "destination_progress",
-        sql: include_str!("../migrations/0004_destination_progress.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "claim_function",
-        sql: include_str!("../migrations/0005_claim_function.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "claim_reads_first",
-        sql: include_str!("../migrations/0006_claim_reads_first.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "no_check_constraints",
-        sql: include_str!("../migrations/0007_no_check_constraints.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "claim_binds_six",
-        sql: include_str!("../migrations/0008_claim_binds_six.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "one_index_per_job",
-        sql: include_str!("../migrations/0009_one_index_per_job.sql"),
-    },
-    Migration {
-        version: 10,
-        name: "stored_answer",
-        sql: include_str!("../migrations/0010_stored_answer.sql"),
-    },
-];
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "ledger",
+    sql: include_str!("../migrations/0001_ledger.sql"),
+}];
 
 /// The version a fully migrated database is at.
 pub fn latest_version() -> i32 {
@@ -81,24 +38,19 @@ pub fn latest_version() -> i32 {
 /// Arbitrary constant naming hookclaim's migration lock among the database's advisory locks.
 const MIGRATION_LOCK_KEY: i64 = 0x686f_6f6b_636c_6169; // "hookclai"
 
-const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS hookclaim_schema_migrations (
-    version    integer PRIMARY KEY,
-    name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)";
-
-const CURRENT_VERSION: &str = "SELECT coalesce(max(version), 0) FROM hookclaim_schema_migrations";
-
-const TABLE_EXISTS: &str = "SELECT to_regclass('hookclaim_schema_migrations') IS NOT NULL";
-
 /// Reads the applied version without locking; 0 for a database hookclaim has never touched.
 pub async fn current_version(client: &impl GenericClient) -> Result<i32, tokio_postgres::Error> {
-    // query_typed: no named prepared statement, so this also works through a transaction pooler.
-    let exists: bool = client.query_typed_one(TABLE_EXISTS, &[]).await?.get(0);
+    let exists: bool = client
+        .query_typed_one(include_str!("schema/migrations_table_exists.sql"), &[])
+        .await?
+        .get(0);
     if !exists {
         return Ok(0);
     }
-    Ok(client.query_typed_one(CURRENT_VERSION, &[]).await?.get(0))
+    Ok(client
+        .query_typed_one(include_str!("schema/current_version.sql"), &[])
+        .await?
+        .get(0))
 }
 
 /// Brings the schema to [`latest_version`] in its own transaction and returns the versions this
@@ -120,20 +72,26 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Er
 /// the versions applied. Work that must not race other cold starts runs in `tx` after it.
 pub async fn migrate_in(tx: &Transaction<'_>) -> Result<Vec<i32>, tokio_postgres::Error> {
     tx.execute_typed(
-        "SELECT pg_advisory_xact_lock($1)",
+        include_str!("schema/lock.sql"),
         &[(&MIGRATION_LOCK_KEY, Type::INT8)],
     )
     .await?;
     if current_version(tx).await? >= latest_version() {
         return Ok(Vec::new());
     }
-    tx.batch_execute(CREATE_MIGRATIONS_TABLE).await?;
-    let current: i32 = tx.query_typed_one(CURRENT_VERSION, &[]).await?.get(0);
+    // Read again once the table is certain to exist: the check above may not yet see a table
+    // that a concurrent migration created and committed while this one waited for the lock.
+    tx.batch_execute(include_str!("schema/create_migrations_table.sql"))
+        .await?;
+    let current: i32 = tx
+        .query_typed_one(include_str!("schema/current_version.sql"), &[])
+        .await?
+        .get(0);
     let mut applied = Vec::new();
     for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
         tx.batch_execute(migration.sql).await?;
         tx.execute_typed(
-            "INSERT INTO hookclaim_schema_migrations (version, name) VALUES ($1, $2)",
+            include_str!("schema/record_migration.sql"),
             &[
                 (&migration.version, Type::INT4),
                 (&migration.name, Type::TEXT),
@@ -143,4 +101,89 @@ pub async fn migrate_in(tx: &Transaction<'_>) -> Result<Vec<i32>, tokio_postgres
         applied.push(migration.version);
     }
     Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+
+    /// Checks `released` (lines of `migrations/released.sha256`) against `migrations`: every
+    /// released migration is still there, at the same place, with the same text. Returns what
+    /// is wrong, if anything.
+    fn check_released(released: &str, migrations: &[Migration]) -> Result<(), String> {
+        let lines = released
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+        for (i, line) in lines.enumerate() {
+            let (hash, path) = line
+                .split_once("  ")
+                .ok_or_else(|| format!("not `<sha256>  <path>`: {line:?}"))?;
+            let Some(m) = migrations.get(i) else {
+                return Err(format!("{path} was released and is gone"));
+            };
+            let file = format!("migrations/{:04}_{}.sql", m.version, m.name);
+            if file != path {
+                return Err(format!(
+                    "released migration {} is {path}, but the list has {file} there",
+                    i + 1
+                ));
+            }
+            if hex::encode(Sha256::digest(m.sql)) != hash {
+                return Err(format!(
+                    "{path} was released and has been edited since; add a new migration instead"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn released_migrations_are_unchanged() {
+        let released = include_str!("../migrations/released.sha256");
+        assert_eq!(check_released(released, MIGRATIONS), Ok(()));
+    }
+
+    #[test]
+    fn the_released_check_fails_on_an_edited_missing_or_moved_migration() {
+        let m = |version, name, sql| Migration { version, name, sql };
+        let first = m(1, "ledger", "CREATE TABLE t (a int);\n");
+        let second = m(2, "more", "ALTER TABLE t ADD b int;\n");
+        let line = |m: &Migration| {
+            format!(
+                "{}  migrations/{:04}_{}.sql\n",
+                hex::encode(Sha256::digest(m.sql)),
+                m.version,
+                m.name
+            )
+        };
+        let released = format!("# comment\n{}", line(&first));
+        let edited = m(1, "ledger", "CREATE TABLE t (a bigint);\n");
+        let cases: [(&str, &[Migration], bool); 6] = [
+            ("as released", &[first, second], true),
+            ("nothing released", &[first], true),
+            ("edited", &[edited, second], false),
+            ("removed", &[], false),
+            ("renamed", &[m(1, "other", first.sql)], false),
+            ("another first", &[second], false),
+        ];
+        for (case, migrations, ok) in cases {
+            let list = if case == "nothing released" {
+                "# nothing yet\n"
+            } else {
+                &released
+            };
+            assert_eq!(check_released(list, migrations).is_ok(), ok, "{case}");
+        }
+        let malformed = "0123 migrations/0001_ledger.sql\n";
+        assert!(check_released(malformed, &[first]).is_err(), "malformed");
+    }
+
+    #[test]
+    fn migration_versions_start_at_one_and_go_up_by_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i32 + 1, "{}", m.name);
+        }
+    }
 }

@@ -20,7 +20,7 @@ use crate::observe::{self, DeliveryRecord, Level};
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
-use crate::store::{self, Claim, Claimant, NewDelivery};
+use crate::ledger::{self, Claim, Claimant, NewDelivery};
 use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 
 /// Headers kept with every delivery when present, besides each scheme's own.
@@ -324,19 +324,19 @@ impl<P: Processor> Webhook<P> {
             lease: self.lease(req),
             max_attempts: self.retry.max_attempts,
         };
-        let finish_now = self.processor.store_only();
+        let store_only = self.processor.store_only();
         let mut session = self.db.session().await;
         self.ready.ensure(&mut session, &self.processor).await?;
-        session.prepare_statements(store::HOT).await;
-        // The owner token was made above for this request alone.
         let claim = session
-            .claim(&new, claimant, finish_now, store::Owner::New)
+            .run(|c, _| Box::pin(ledger::claim(c, &new, &claimant, store_only)))
             .await?;
         let Claim::Claimed { attempt } = claim else {
             return Ok(answer_claim(claim, (self.clock)(), facts));
         };
         facts.attempt = Some(attempt);
-        if finish_now {
+        // A store-only claim stores a new delivery as done; one it took over (attempt 2 or
+        // later) is finished through the pipeline like any other.
+        if store_only && attempt == 1 {
             return Ok(Answer::Processed);
         }
         let delivery = Delivery {

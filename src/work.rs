@@ -9,14 +9,14 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::task::{Context, Waker};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
+use futures_util::TryFutureExt as _;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Error, Row};
+use tokio_postgres::{Client, Error, Row};
 
-use crate::connection::{self, pipelined, Conn, Pending};
-
-use crate::store::{self, Attempt, Finish};
+use crate::ledger::{self, Attempt, Finish};
 
 /// A statement queued by [`Work::execute`], with its parameters.
 pub struct Queued {
@@ -41,7 +41,7 @@ impl Queued {
 
 /// The transaction a processor works in; see the module documentation.
 pub struct Work<'c> {
-    conn: &'c mut Conn,
+    conn: &'c mut Client,
     /// BEGIN has been sent and the transaction has not been ended.
     open: bool,
     queued: Vec<Queued>,
@@ -51,7 +51,7 @@ pub struct Work<'c> {
 
 impl<'c> Work<'c> {
     /// Work on `conn`, which must not be inside a transaction.
-    pub fn new(conn: &'c mut Conn) -> Self {
+    pub fn new(conn: &'c mut Client) -> Self {
         Work {
             conn,
             open: false,
@@ -70,7 +70,7 @@ impl<'c> Work<'c> {
     /// whatever the delivery's transaction concludes (a destination's progress). `None` once the
     /// transaction is open, when such a statement would join it, or without a claim.
     #[cfg(feature = "destinations")]
-    pub(crate) fn outside(&self) -> Option<(&Conn, &Attempt<'c>)> {
+    pub(crate) fn outside(&self) -> Option<(&Client, &Attempt<'c>)> {
         match (&self.attempt, self.open) {
             (Some(at), false) => Some((&*self.conn, at)),
             _ => None,
@@ -99,7 +99,7 @@ impl<'c> Work<'c> {
         let queued = std::mem::take(&mut self.queued);
         let refs: Vec<_> = queued.iter().map(Queued::param_refs).collect();
         let begin = !std::mem::replace(&mut self.open, true);
-        let conn: &Conn = self.conn;
+        let conn: &Client = self.conn;
         let mut batch = writes(conn, begin, &queued, &refs);
         batch.push(Box::pin(conn.query_typed(sql, params)));
         let mut results = pipelined(batch).await;
@@ -111,69 +111,36 @@ impl<'c> Work<'c> {
     }
 
     /// Sends BEGIN (unless already open), the queued writes, the fenced finish and COMMIT in one
-    /// batch. `Fenced` means another attempt holds the delivery and everything was rolled back;
-    /// an error means a statement failed and everything was rolled back. With nothing sent or
-    /// queued, no transaction is needed: the fenced finish alone, one statement.
+    /// batch. `Fenced` means another attempt holds the delivery, and the finish's failure turned
+    /// the COMMIT into a rollback of everything; an error means a statement failed and
+    /// everything was rolled back. With nothing sent or queued, no transaction is needed: the
+    /// fenced finish alone, one statement.
     pub(crate) async fn commit(mut self, at: &Attempt<'_>) -> Result<Finish, Error> {
         if !self.open && self.queued.is_empty() {
-            return store::finish_done(&*self.conn, at).await;
+            return ledger::finish_done(&*self.conn, at).await;
         }
         let queued = std::mem::take(&mut self.queued);
-        if !self.open {
-            // Inside an open transaction a failed prepare would abort it and hide the cause.
-            self.prepare(&queued).await;
-        }
         let refs: Vec<_> = queued.iter().map(Queued::param_refs).collect();
-        let fence = store::attempt_params(at);
         let begin = !std::mem::replace(&mut self.open, true);
-        let conn: &Conn = self.conn;
-        let mut batch = writes(conn, begin, &queued, &refs);
-        let fence_at = batch.len();
-        batch.push(Box::pin(connection::query(
-            conn,
-            store::FINISH_DONE_OR_FAIL,
-            &fence,
-        )));
-        batch.push(Box::pin(conn.query_typed("COMMIT", &[])));
+        let conn: &Client = self.conn;
+        // Each request answers `None`, but for the finish's `Some`.
+        let mut batch: Vec<Pending<'_, Option<Finish>>> = writes(conn, begin, &queued, &refs)
+            .into_iter()
+            .map(|w| Box::pin(w.map_ok(|_| None)) as Pending<'_, Option<Finish>>)
+            .collect();
+        batch.push(Box::pin(ledger::finish_done(conn, at).map_ok(Some)));
+        batch.push(Box::pin(conn.query_typed("COMMIT", &[]).map_ok(|_| None)));
         let results = pipelined(batch).await;
         self.open = false;
         // The first error decides: the statements after it failed only because the transaction
         // had aborted, and the COMMIT then rolled it back.
-        let first_error = results
-            .into_iter()
-            .enumerate()
-            .find_map(|(i, r)| r.err().map(|e| (i, e)));
-        match first_error {
-            None => Ok(Finish::Applied),
-            Some((i, e)) if i == fence_at && store::is_fenced(&e) => Ok(Finish::Fenced),
-            Some((_, e)) => {
-                // It may have been a prepared statement the schema changed under.
-                self.conn.forget_prepared();
-                Err(e)
+        let mut finish = Finish::Fenced;
+        for result in results {
+            if let Some(f) = result? {
+                finish = f;
             }
         }
-    }
-
-    /// Prepares the queued statements whose text is fixed in the program, on connections that
-    /// prepare (the first delivery on a connection pays one round trip for it). Text built at
-    /// run time stays unnamed, so what is kept per connection stays bounded.
-    async fn prepare(&mut self, queued: &[Queued]) {
-        let fixed: Vec<(&'static str, Vec<Type>)> = queued
-            .iter()
-            .filter_map(|q| match q.sql {
-                Cow::Borrowed(sql) => {
-                    Some((sql, q.params.iter().map(|(_, t)| t.clone()).collect()))
-                }
-                Cow::Owned(_) => None,
-            })
-            .collect();
-        let fixed: Vec<(&'static str, &[Type])> = fixed
-            .iter()
-            .map(|(sql, types)| (*sql, types.as_slice()))
-            .collect();
-        if let Err(e) = self.conn.prepare(&fixed).await {
-            tracing::debug!(error = %e, "processor statements not prepared; they run unnamed");
-        }
+        Ok(finish)
     }
 
     /// Ends the transaction without committing anything queued or sent.
@@ -189,7 +156,7 @@ impl<'c> Work<'c> {
 
 /// BEGIN (when `begin`) and the queued writes, as the start of a batch to send.
 fn writes<'a>(
-    conn: &'a Conn,
+    conn: &'a Client,
     begin: bool,
     queued: &'a [Queued],
     refs: &'a [Vec<(&'a (dyn ToSql + Sync), Type)>],
@@ -199,7 +166,7 @@ fn writes<'a>(
         batch.push(Box::pin(conn.query_typed("BEGIN", &[])));
     }
     for (q, params) in queued.iter().zip(refs) {
-        batch.push(Box::pin(connection::query(conn, &q.sql, params)));
+        batch.push(Box::pin(conn.query_typed(&q.sql, params)));
     }
     batch
 }
@@ -217,4 +184,32 @@ impl Drop for Work<'_> {
                 .poll(&mut Context::from_waker(Waker::noop()));
         }
     }
+}
+
+/// A request in a pipelined batch.
+type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// Polls every request in order until all are answered. tokio-postgres writes a request when
+/// its future is first polled and answers requests in the order written, so the whole batch
+/// goes out before the first answer is awaited: one round trip.
+async fn pipelined<T>(mut batch: Vec<Pending<'_, T>>) -> Vec<Result<T, Error>> {
+    let mut done: Vec<Option<Result<T, Error>>> = batch.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (request, slot) in batch.iter_mut().zip(done.iter_mut()) {
+            if slot.is_none() {
+                match request.as_mut().poll(cx) {
+                    Poll::Ready(v) => *slot = Some(v),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    done.into_iter().flatten().collect()
 }

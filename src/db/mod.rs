@@ -23,6 +23,7 @@ mod cancel;
 mod tls;
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(feature = "secrets-manager")]
@@ -39,7 +40,6 @@ use crate::aws::DatabaseSecret;
 #[cfg(feature = "rds-iam")]
 use crate::aws::RdsIamAuth;
 use crate::config::{DbSettings, TlsMode};
-use crate::connection::{Conn, Hot};
 
 /// Why a database operation failed, as the caller needs to tell it apart.
 #[derive(Debug, thiserror::Error)]
@@ -91,12 +91,13 @@ impl DbError {
     }
 }
 
-/// A boxed future borrowing the connection, for operations that may be retried.
+/// A database operation for [`Session::run`]: a future borrowing the connection (`'c`) and the
+/// caller's data, boxed so that it can be made again for a retry.
 pub type Op<'c, T> = Pin<Box<dyn Future<Output = Result<T, tokio_postgres::Error>> + Send + 'c>>;
 
-/// Marker argument whose type proves `'a: 'c`, so an operation's future may borrow both the
-/// connection (`'c`) and the caller's data (`'a`).
-pub type Borrows<'c, 'a> = std::marker::PhantomData<&'c &'a ()>;
+/// The second argument of an operation: its type tells the compiler that the caller's data
+/// (`'a`) outlives the connection's borrow (`'c`), so the operation's future may hold both.
+pub type Borrows<'c, 'a> = PhantomData<&'c &'a ()>;
 
 /// Where the connection's login comes from; consulted at every connect.
 pub enum Credentials {
@@ -163,7 +164,7 @@ pub struct Database {
     settings: DbSettings,
     credentials: Credentials,
     tls: Option<postgres_native_tls::MakeTlsConnector>,
-    conn: Mutex<Option<Conn>>,
+    conn: Mutex<Option<Client>>,
     connects: AtomicU64,
     /// Pooled mode: whether the role's server-side timeouts have been checked (once).
     timeouts_checked: AtomicBool,
@@ -354,36 +355,17 @@ where
 /// environment (Lambda sends one at a time anyway).
 pub struct Session<'a> {
     db: &'a Database,
-    guard: MutexGuard<'a, Option<Conn>>,
+    guard: MutexGuard<'a, Option<Client>>,
 }
 
 impl Session<'_> {
     /// The live connection, connecting first if there is none or it has closed.
-    pub async fn client(&mut self) -> Result<&mut Conn, DbError> {
+    pub async fn client(&mut self) -> Result<&mut Client, DbError> {
         if self.guard.as_ref().is_none_or(|c| c.is_closed()) {
             *self.guard = None;
-            let client = self.db.connect().await?;
-            *self.guard = Some(Conn::new(client, !self.db.settings.pooled));
+            *self.guard = Some(self.db.connect().await?);
         }
         self.guard.as_mut().ok_or(DbError::Timeout)
-    }
-
-    /// Prepares `statements` on the live connection unless it has them already or is pooled
-    /// (see [`crate::connection`]). Best effort, and never connects: whatever is not prepared
-    /// runs unnamed, and whatever is wrong with the connection meets the next statement, which
-    /// reconnects (and prepares at the delivery after).
-    pub async fn prepare_statements(&mut self, statements: &[Hot]) {
-        let deadline = self.db.settings.statement_timeout + CLIENT_SLACK;
-        let Some(conn) = self.guard.as_mut().filter(|c| !c.is_closed()) else {
-            return;
-        };
-        match tokio::time::timeout(deadline, conn.prepare(statements)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::debug!(error = %describe(&e), "statements not prepared; they run unnamed");
-            }
-            Err(_) => self.cancel_and_discard(),
-        }
     }
 
     /// Forgets the connection, so the next use connects afresh. For use after a failure in the
@@ -392,11 +374,14 @@ impl Session<'_> {
         *self.guard = None;
     }
 
-    /// Runs `op` under the statement deadline; on a connection-level failure (or a deadline,
-    /// which may mean a dead socket), reconnects once and runs it again.
+    /// Runs `op` on the connection under the statement deadline; on a connection-level failure
+    /// (or a deadline, which may mean a dead socket), reconnects once and runs it again. Every
+    /// ledger operation may run twice: the claim is idempotent per owner, finishing is fenced,
+    /// and the rest are reads or batches. For example
+    /// `session.run(|c, _| Box::pin(ledger::claim(c, &delivery, &claimant, false)))`.
     pub async fn run<'a, T>(
         &mut self,
-        op: impl for<'c> Fn(&'c Conn, Borrows<'c, 'a>) -> Op<'c, T>,
+        op: impl for<'c> Fn(&'c Client, Borrows<'c, 'a>) -> Op<'c, T>,
     ) -> Result<T, DbError> {
         match self.try_once(&op).await {
             Err(e) if is_retryable(&e) => {
@@ -404,38 +389,24 @@ impl Session<'_> {
                 self.discard();
                 self.try_once(&op).await
             }
-            Err(e) if is_stale_statement(&e) => {
-                // The statement never ran; `try_once` forgot the prepared statements, so this
-                // runs it unnamed.
-                tracing::info!(error = %e, "prepared statement gone or outdated; running it again");
-                self.try_once(&op).await
-            }
             other => other,
         }
     }
 
     /// Runs `op` under the client-side deadline, once.
-    pub async fn try_once<'a, T>(
+    async fn try_once<'a, T>(
         &mut self,
-        op: &impl for<'c> Fn(&'c Conn, Borrows<'c, 'a>) -> Op<'c, T>,
+        op: &impl for<'c> Fn(&'c Client, Borrows<'c, 'a>) -> Op<'c, T>,
     ) -> Result<T, DbError> {
         let deadline = self.db.settings.statement_timeout + CLIENT_SLACK;
         let client = self.client().await?;
-        match tokio::time::timeout(deadline, op(client, std::marker::PhantomData)).await {
+        match tokio::time::timeout(deadline, op(client, PhantomData)).await {
             Err(_) => {
                 // The socket may be dead; its state is unknown either way.
                 self.cancel_and_discard();
                 Err(DbError::Timeout)
             }
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                // A statement the server no longer accepts in prepared form (the schema changed
-                // under it) fails once; it is prepared afresh at next use.
-                if let Some(conn) = self.guard.as_mut() {
-                    conn.forget_prepared();
-                }
-                Err(classify(e))
-            }
+            Ok(result) => result.map_err(classify),
         }
     }
 
@@ -549,22 +520,6 @@ fn is_login_refused(e: &tokio_postgres::Error) -> bool {
 
 fn is_retryable(e: &DbError) -> bool {
     matches!(e, DbError::Connection(_) | DbError::Timeout)
-}
-
-/// A prepared statement the server no longer has (`DEALLOCATE`, `DISCARD ALL`) or can no longer
-/// run as prepared (the table changed its result type): refused before it ran.
-fn is_stale_statement(e: &DbError) -> bool {
-    let DbError::Query(e) = e else {
-        return false;
-    };
-    match e.code() {
-        Some(c) if *c == SqlState::INVALID_SQL_STATEMENT_NAME => true,
-        Some(c) if *c == SqlState::FEATURE_NOT_SUPPORTED => e.as_db_error().is_some_and(|d| {
-            d.message()
-                .starts_with("cached plan must not change result type")
-        }),
-        _ => false,
-    }
 }
 
 /// A driver error as one line, including the server's message and code where there is one.

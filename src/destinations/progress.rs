@@ -8,10 +8,9 @@
 use std::collections::BTreeSet;
 
 use tokio_postgres::types::Type;
-use tokio_postgres::Error;
+use tokio_postgres::{Client, Error};
 
-use crate::connection::{self, Runner};
-use crate::store::Attempt;
+use crate::ledger::Attempt;
 
 /// The destinations recorded for one delivery.
 const RECORDED: &str = "SELECT destination FROM hookclaim_destination_progress
@@ -32,12 +31,11 @@ ON CONFLICT (source, delivery_id, destination) DO NOTHING";
 
 /// The names of the destinations that have taken delivery `source`/`delivery_id`.
 pub(super) async fn recorded(
-    on: &impl Runner,
+    on: &Client,
     source: &str,
     delivery_id: &str,
 ) -> Result<BTreeSet<String>, Error> {
-    let rows = connection::query(
-        on,
+    let rows = on.query_typed(
         RECORDED,
         &[(&source, Type::TEXT), (&delivery_id, Type::TEXT)],
     )
@@ -48,13 +46,12 @@ pub(super) async fn recorded(
 /// Records that `destination` took the delivery `at` holds, with what it answered. False when
 /// the claim is no longer this attempt's: nothing was recorded.
 pub(super) async fn record(
-    on: &impl Runner,
+    on: &Client,
     at: &Attempt<'_>,
     destination: &str,
     detail: Option<&str>,
 ) -> Result<bool, Error> {
-    let n = connection::execute(
-        on,
+    let n = on.execute_typed(
         RECORD,
         &[
             (&at.source, Type::TEXT),

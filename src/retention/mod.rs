@@ -33,7 +33,7 @@ use crate::db::{Database, DbError};
 use crate::observe;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
-use crate::store::ReplayFilter;
+use crate::ledger::{self, ReplayFilter};
 use run::Clock;
 
 /// Why an invocation failed. Each variant is a distinct Lambda `errorType`.
@@ -233,7 +233,7 @@ impl<P: Processor> Retention<P> {
                 result
             }
             Command::Stats {} => {
-                let stats = session.stats().await?;
+                let stats = session.run(|c, _| Box::pin(ledger::stats(c))).await?;
                 report.stats = Some(stats);
                 Ok(())
             }

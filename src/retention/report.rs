@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::RetentionError;
 use crate::observe;
 use crate::pipeline::Settled;
-use crate::store::{LedgerStats, StoredDelivery, Waiting};
+use crate::ledger::{LedgerStats, StoredDelivery, Waiting};
 
 /// At most this many dead deliveries are listed in one report; the rest are only counted.
 pub const MAX_DEAD_LISTED: usize = 50;
@@ -217,9 +217,7 @@ impl Report {
 /// alarm on `completed` for `command=run`, treating missing data as breaching, notices a run that
 /// fails, a cold start that fails (no line at all), and a schedule that stopped. A run adds the
 /// ages of the oldest waiting work (`oldest_expired_lease_age_secs`,
-/// `oldest_due_retry_age_secs`) and the rows no run can take (`unreclaimable_deliveries`: a
-/// processing row without a lease, a failed row without a due time); `remaining_purge` is the
-/// rows still past the purge horizon.
+/// `oldest_due_retry_age_secs`); `remaining_purge` is the rows still past the purge horizon.
 pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemTime) -> Value {
     let counts = [
         ("completed", u64::from(error.is_none()), "Count"),
@@ -253,11 +251,6 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
             json!(round_ms(waiting.due_retry_secs)),
             "Seconds",
         ));
-        values.push((
-            "unreclaimable_deliveries",
-            json!(waiting.unreclaimable),
-            "Count",
-        ));
     }
     let metrics = values
         .iter()
@@ -268,9 +261,7 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
         "_aws".into(),
         observe::emf_block(now, &["command"], metrics),
     );
-    let unreclaimable = report.waiting.is_some_and(|w| w.unreclaimable > 0);
-    let troubled =
-        error.is_some() || report.stopped_early || report.redriven.dead > 0 || unreclaimable;
+    let troubled = error.is_some() || report.stopped_early || report.redriven.dead > 0;
     line.insert(
         "level".into(),
         json!(match (error, troubled) {

@@ -12,8 +12,8 @@ use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::schema;
 use crate::config::RetentionSettings;
-use crate::store::{
-    self, Attempt, Claimant, Finish, KeyRetention, ReplayCursor, ReplayFilter, StoredDelivery,
+use crate::ledger::{
+    self, Attempt, Claimant, Finish, ReplayCursor, ReplayFilter, StoredDelivery,
 };
 
 /// The error recorded on a reclaimed row whose payload was already trimmed.
@@ -26,13 +26,13 @@ const REPORT_RESERVE: Duration = Duration::from_millis(250);
 /// Keys a bulk replay lists per page; each delivery on it is then claimed and run on its own.
 const REPLAY_PAGE_SIZE: i64 = 100;
 
-/// How old a finished row of each kind must be for a purge to delete it.
+/// How old a finished row must be for a purge to delete it, by its key retention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Horizons {
     /// Rows whose key goes with the payload.
     with_payload: Duration,
-    /// Rows whose key is kept longer.
-    long: Duration,
+    /// Rows with long key retention.
+    long_key_retention: Duration,
 }
 
 impl Horizons {
@@ -40,7 +40,7 @@ impl Horizons {
     pub(super) fn of(settings: &RetentionSettings) -> Self {
         Horizons {
             with_payload: settings.retention,
-            long: settings.key_retention,
+            long_key_retention: settings.key_retention,
         }
     }
 
@@ -48,15 +48,13 @@ impl Horizons {
     pub(super) fn all(horizon: Duration) -> Self {
         Horizons {
             with_payload: horizon,
-            long: horizon,
+            long_key_retention: horizon,
         }
     }
 
-    fn each(self) -> [(KeyRetention, Duration); 2] {
-        [
-            (KeyRetention::WithPayload, self.with_payload),
-            (KeyRetention::Long, self.long),
-        ]
+    /// Each key retention (`long_key_retention` false, then true) with its horizon.
+    fn each(self) -> [(bool, Duration); 2] {
+        [(false, self.with_payload), (true, self.long_key_retention)]
     }
 }
 
@@ -131,9 +129,10 @@ impl<P: Processor> Retention<P> {
 
     /// How long the oldest expired lease and due retry have waited, for the run's metrics; like
     /// [`Self::remaining`], never allowed to outlive the invocation.
-    async fn waiting(&self, session: &mut Session<'_>, clock: Clock) -> Option<store::Waiting> {
+    async fn waiting(&self, session: &mut Session<'_>, clock: Clock) -> Option<ledger::Waiting> {
         let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
-        match tokio::time::timeout(budget, session.waiting()).await {
+        let waiting = session.run(|c, _| Box::pin(ledger::waiting(c)));
+        match tokio::time::timeout(budget, waiting).await {
             Ok(Ok(waiting)) => Some(waiting),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "could not measure the waiting work");
@@ -159,7 +158,9 @@ impl<P: Processor> Retention<P> {
         report: &mut Report,
         bulk: &mut BulkReplayReport,
     ) -> Result<(), RetentionError> {
-        (bulk.matched, bulk.unreplayable) = session.count_replayable(filter).await?;
+        (bulk.matched, bulk.unreplayable) = session
+            .run(|c, _| Box::pin(ledger::count_replayable(c, filter)))
+            .await?;
         if dry_run {
             bulk.remaining = Some(bulk.matched);
             return Ok(());
@@ -168,7 +169,7 @@ impl<P: Processor> Retention<P> {
         let mut cursor = ReplayCursor::default();
         let finished = 'pages: loop {
             let (ids, next) = session
-                .replay_page(filter, &cursor, REPLAY_PAGE_SIZE)
+                .run(|c, _| Box::pin(ledger::replay_page(c, filter, &cursor, REPLAY_PAGE_SIZE)))
                 .await?;
             if ids.is_empty() {
                 break true;
@@ -183,7 +184,7 @@ impl<P: Processor> Retention<P> {
                     max_attempts: self.retry.max_attempts,
                 };
                 let taken = session
-                    .take_for_replay(filter.source, id, claimant, false)
+                    .run(|c, _| Box::pin(ledger::take_for_replay(c, filter.source, id, &claimant, false)))
                     .await?;
                 let Some(stored) = taken else {
                     bulk.skipped += 1;
@@ -198,8 +199,8 @@ impl<P: Processor> Retention<P> {
         };
         report.stopped_early = !finished;
         let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
-        bulk.remaining = match tokio::time::timeout(budget, session.count_replayable(filter)).await
-        {
+        let left = session.run(|c, _| Box::pin(ledger::count_replayable(c, filter)));
+        bulk.remaining = match tokio::time::timeout(budget, left).await {
             Ok(Ok((left, _))) => Some(left),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "could not count the deliveries left to replay");
@@ -235,7 +236,9 @@ impl<P: Processor> Retention<P> {
                 lease: clock.until_deadline() + self.lease_margin,
                 max_attempts: self.retry.max_attempts,
             };
-            let next = session.reclaim_next(claimant).await?;
+            let next = session
+                .run(|c, _| Box::pin(ledger::reclaim_next(c, &claimant)))
+                .await?;
             let Some(stored) = next else {
                 return Ok(true);
             };
@@ -269,7 +272,9 @@ impl<P: Processor> Retention<P> {
                 attempt: stored.attempt,
                 owner,
             };
-            let finish = session.finish_dead(&at, TRIMMED_PAYLOAD_ERROR).await?;
+            let finish = session
+                .run(|c, _| Box::pin(ledger::finish_dead(c, &at, TRIMMED_PAYLOAD_ERROR)))
+                .await?;
             return Ok(match finish {
                 Finish::Applied => Settled::Dead {
                     error: TRIMMED_PAYLOAD_ERROR.into(),
@@ -297,13 +302,16 @@ impl<P: Processor> Retention<P> {
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
-        for (kind, horizon) in horizons.each() {
+        for (long_key_retention, horizon) in horizons.each() {
             let mut batch = self.settings.batch_size;
             loop {
                 if clock.expired() {
                     return Ok(false);
                 }
-                match session.purge_batch(kind, horizon, batch).await {
+                let purged = session
+                    .run(|c, _| Box::pin(ledger::purge_batch(c, long_key_retention, horizon, batch)))
+                    .await;
+                match purged {
                     Ok(n) => {
                         report.purged += n;
                         if n < batch as u64 {
@@ -317,16 +325,13 @@ impl<P: Processor> Retention<P> {
         Ok(true)
     }
 
-    /// When each kind of done row loses its payload: where the key goes with the row, after
-    /// `TRIM_PAYLOAD_AFTER_DAYS` if set; where the key is kept longer, after that or
+    /// When a done row loses its payload, by its key retention: where the key goes with the
+    /// row, after `TRIM_PAYLOAD_AFTER_DAYS` if set; with long key retention, after that or
     /// `RETENTION_DAYS`, whichever comes first.
-    fn trim_horizons(&self) -> [(KeyRetention, Option<Duration>); 2] {
+    fn trim_horizons(&self) -> [(bool, Option<Duration>); 2] {
         let s = &self.settings;
         let long = s.trim_after.map_or(s.retention, |t| t.min(s.retention));
-        [
-            (KeyRetention::WithPayload, s.trim_after),
-            (KeyRetention::Long, Some(long)),
-        ]
+        [(false, s.trim_after), (true, Some(long))]
     }
 
     /// When a dead row with a long key retention loses its payload: its kind's payload
@@ -345,9 +350,12 @@ impl<P: Processor> Retention<P> {
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
-        for (kind, horizon) in self.trim_horizons() {
+        for (long_key_retention, horizon) in self.trim_horizons() {
             if let Some(horizon) = horizon {
-                if !self.trim_done(session, kind, horizon, clock, report).await? {
+                let trimmed_all = self
+                    .trim_done(session, long_key_retention, horizon, clock, report)
+                    .await?;
+                if !trimmed_all {
                     return Ok(false);
                 }
             }
@@ -358,10 +366,11 @@ impl<P: Processor> Retention<P> {
             if clock.expired() {
                 return Ok(false);
             }
-            match session
-                .trim_dead_batch(self.settings.trim_dead_after, long, batch)
-                .await
-            {
+            let dead_after = self.settings.trim_dead_after;
+            let trimmed = session
+                .run(|c, _| Box::pin(ledger::trim_dead_batch(c, dead_after, long, batch)))
+                .await;
+            match trimmed {
                 Ok(n) => {
                     report.trimmed += n;
                     if n < batch as u64 {
@@ -373,12 +382,12 @@ impl<P: Processor> Retention<P> {
         }
     }
 
-    /// Drops the payloads of done rows of `kind` older than `horizon`, walking from where the
-    /// last trim stopped. Returns whether it ran out of work.
+    /// Drops the payloads of done rows with `long_key_retention` older than `horizon`, walking
+    /// from where the last trim stopped. Returns whether it ran out of work.
     async fn trim_done(
         &self,
         session: &mut Session<'_>,
-        kind: KeyRetention,
+        long_key_retention: bool,
         horizon: Duration,
         clock: Clock,
         report: &mut Report,
@@ -389,7 +398,10 @@ impl<P: Processor> Retention<P> {
             if clock.expired() {
                 return Ok(false);
             }
-            let trimmed = match session.trim_batch(kind, horizon, cursor, batch).await {
+            let trimmed = session
+                .run(|c, _| Box::pin(ledger::trim_batch(c, long_key_retention, horizon, cursor, batch)))
+                .await;
+            let trimmed = match trimmed {
                 Ok(trimmed) => trimmed,
                 Err(e) => {
                     batch = smaller_batch(batch, e, "trim")?;
@@ -411,7 +423,9 @@ impl<P: Processor> Retention<P> {
         horizons: Horizons,
     ) -> Result<Backlog, DbError> {
         Ok(Backlog {
-            reclaim: session.count_reclaimable().await?,
+            reclaim: session
+                .run(|c, _| Box::pin(ledger::count_reclaimable(c)))
+                .await?,
             purge: self.count_purgeable(session, horizons).await?,
             trim: self.count_trimmable(session, horizons).await?,
         })
@@ -423,8 +437,10 @@ impl<P: Processor> Retention<P> {
         horizons: Horizons,
     ) -> Result<u64, DbError> {
         let mut n = 0;
-        for (kind, horizon) in horizons.each() {
-            n += session.count_purgeable(kind, horizon).await?;
+        for (long_key_retention, horizon) in horizons.each() {
+            n += session
+                .run(|c, _| Box::pin(ledger::count_purgeable(c, long_key_retention, horizon)))
+                .await?;
         }
         Ok(n)
     }
@@ -436,14 +452,17 @@ impl<P: Processor> Retention<P> {
     ) -> Result<u64, DbError> {
         let mut n = 0;
         let horizons = self.trim_horizons().into_iter().zip(horizons.each());
-        for ((kind, trim_after), (_, purge_after)) in horizons {
+        for ((long_key_retention, trim_after), (_, purge_after)) in horizons {
             if let Some(trim_after) = trim_after {
-                n += session.count_trimmable(kind, trim_after, purge_after).await?;
+                n += session
+                    .run(|c, _| Box::pin(ledger::count_trimmable(c, long_key_retention, trim_after, purge_after)))
+                    .await?;
             }
         }
         let dead_after = self.settings.trim_dead_after;
+        let long = self.dead_long_horizon();
         n += session
-            .count_dead_trimmable(dead_after, self.dead_long_horizon())
+            .run(|c, _| Box::pin(ledger::count_dead_trimmable(c, dead_after, long)))
             .await?;
         Ok(n)
     }
@@ -462,7 +481,9 @@ impl<P: Processor> Retention<P> {
     ) -> Option<Backlog> {
         let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
         let count = async {
-            let reclaim = session.count_reclaimable().await?;
+            let reclaim = session
+                .run(|c, _| Box::pin(ledger::count_reclaimable(c)))
+                .await?;
             let purge = match purge_finished {
                 true => 0,
                 false => self.count_purgeable(session, horizons).await?,
@@ -508,10 +529,12 @@ impl<P: Processor> Retention<P> {
             max_attempts: self.retry.max_attempts,
         };
         let taken = session
-            .take_for_replay(source, delivery_id, claimant, force)
+            .run(|c, _| Box::pin(ledger::take_for_replay(c, source, delivery_id, &claimant, force)))
             .await?;
         let Some(stored) = taken else {
-            let state = session.state(source, delivery_id).await?;
+            let state = session
+                .run(|c, _| Box::pin(ledger::state(c, source, delivery_id)))
+                .await?;
             return Err(refusal(source, delivery_id, state));
         };
         report.reclaimed += 1;
@@ -539,7 +562,7 @@ impl<P: Processor> Retention<P> {
     ) -> Result<(), RetentionError> {
         let client = session.client().await?;
         let applied = schema::migrate(client).await.map_err(classify)?;
-        let version = schema::current_version(&**client).await.map_err(classify)?;
+        let version = schema::current_version(&*client).await.map_err(classify)?;
         if !applied.is_empty() {
             tracing::info!(versions = ?applied, "schema migrations applied");
         }
@@ -584,7 +607,7 @@ fn smaller_batch(batch: i64, e: DbError, phase: &'static str) -> Result<i64, Ret
 }
 
 /// Why a replay could not take the delivery, from its current state.
-fn refusal(source: &str, delivery_id: &str, state: Option<store::DeliveryState>) -> RetentionError {
+fn refusal(source: &str, delivery_id: &str, state: Option<ledger::DeliveryState>) -> RetentionError {
     let key = format!("{source}/{delivery_id}");
     let Some(state) = state else {
         return RetentionError::NotFound(format!("no delivery {key}"));

@@ -6,7 +6,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery, Owner};
+use hookclaim::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
 use sha2::{Digest, Sha256};
 use support::ledger::{assert_rows_well_formed, expire_lease, state, status};
@@ -54,24 +54,11 @@ fn claimant(owner: &str) -> Claimant<'_> {
     }
 }
 
-/// Claims as the webhook does: with an owner token that has claimed nothing yet.
+/// Claims as the webhook does for a processor that is not store-only.
 async fn claim(c: &Client, s: &Sample, owner: &str) -> Claim {
-    store::claim(c, &s.delivery(), claimant(owner), false, Owner::New)
+    ledger::claim(c, &s.delivery(), &claimant(owner), false)
         .await
         .unwrap()
-}
-
-/// Claims again with an owner that may have claimed already, as a retry after a lost answer.
-async fn claim_again(c: &Client, s: &Sample, owner: &str) -> Claim {
-    store::claim(
-        c,
-        &s.delivery(),
-        claimant(owner),
-        false,
-        Owner::MayHaveClaimed,
-    )
-    .await
-    .unwrap()
 }
 
 fn attempt<'a>(s: &'a Sample, n: i32, owner: &'a str) -> Attempt<'a> {
@@ -118,7 +105,7 @@ async fn store_only_claim_records_the_delivery_as_done_in_the_same_statement() {
     let c = db.client().await;
     let s = Sample::new("evt_store", "{}");
 
-    let got = store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
+    let got = ledger::claim(&c, &s.delivery(), &claimant("a"), true)
         .await
         .unwrap();
 
@@ -132,20 +119,14 @@ async fn a_store_only_claim_retried_by_its_owner_is_its_own_claim_not_a_duplicat
     let db = TestDb::migrated().await;
     let c = db.client().await;
     let s = Sample::new("evt_store_retry", "{}");
-    store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
+    ledger::claim(&c, &s.delivery(), &claimant("a"), true)
         .await
         .unwrap();
 
     // As after a lost answer: the row is already done, and its owner asks again.
-    let again = store::claim(
-        &c,
-        &s.delivery(),
-        claimant("a"),
-        true,
-        Owner::MayHaveClaimed,
-    )
-    .await
-    .unwrap();
+    let again = ledger::claim(&c, &s.delivery(), &claimant("a"), true)
+        .await
+        .unwrap();
 
     assert_eq!(again, Claim::Claimed { attempt: 1 });
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
@@ -176,8 +157,8 @@ async fn every_value_of_a_new_row_is_stored_exactly_as_sent() {
     without_type.event_type = None;
     without_type.id_origin = IdOrigin::BodySha256;
 
-    let first = store::claim(&c, &with_type, claimant("a"), false, Owner::New).await;
-    let second = store::claim(&c, &without_type, claimant("a"), true, Owner::New).await;
+    let first = ledger::claim(&c, &with_type, &claimant("a"), false).await;
+    let second = ledger::claim(&c, &without_type, &claimant("a"), true).await;
 
     assert_eq!(first.unwrap(), Claim::Claimed { attempt: 1 });
     assert_eq!(second.unwrap(), Claim::Claimed { attempt: 1 });
@@ -185,7 +166,7 @@ async fn every_value_of_a_new_row_is_stored_exactly_as_sent() {
         let c = &c;
         async move {
             c.query_one(
-                "SELECT event_type, headers::text, id_origin, key_outlives_payload, status,
+                "SELECT event_type, headers::text, id_origin, long_key_retention, status,
                         lease_owner
                    FROM hookclaim_deliveries WHERE delivery_id = $1",
                 &[&id],
@@ -217,7 +198,7 @@ async fn duplicate_of_a_done_delivery_is_reported_and_changes_nothing() {
     let s = Sample::new("evt_done", "{}");
     claim(&c, &s, "a").await;
     assert_eq!(
-        store::finish_done(&c, &attempt(&s, 1, "a")).await.unwrap(),
+        ledger::finish_done(&c, &attempt(&s, 1, "a")).await.unwrap(),
         Finish::Applied
     );
 
@@ -230,7 +211,7 @@ async fn duplicate_with_a_different_payload_is_still_a_duplicate_but_flagged() {
     let db = TestDb::migrated().await;
     let c = db.client().await;
     let s = Sample::new("evt_mm", r#"{"a":1}"#);
-    store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
+    ledger::claim(&c, &s.delivery(), &claimant("a"), true)
         .await
         .unwrap();
 
@@ -249,7 +230,7 @@ async fn duplicate_of_a_dead_delivery_with_a_different_payload_is_flagged() {
     let c = db.client().await;
     let s = Sample::new("evt_dead_mm", r#"{"a":1}"#);
     claim(&c, &s, "a").await;
-    store::finish_dead(&c, &attempt(&s, 1, "a"), "bad")
+    ledger::finish_dead(&c, &attempt(&s, 1, "a"), "bad")
         .await
         .unwrap();
 
@@ -272,7 +253,7 @@ async fn duplicate_of_a_dead_delivery_is_reported_and_never_taken() {
     let c = db.client().await;
     let s = Sample::new("evt_dead", "{}");
     claim(&c, &s, "a").await;
-    store::finish_dead(&c, &attempt(&s, 1, "a"), "no order id")
+    ledger::finish_dead(&c, &attempt(&s, 1, "a"), "no order id")
         .await
         .unwrap();
 
@@ -316,11 +297,11 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
     let done = Sample::new("evt_quiet_done", "{}");
     let dead = Sample::new("evt_quiet_dead", "{}");
     claim(&c, &done, "a").await;
-    store::finish_done(&c, &attempt(&done, 1, "a"))
+    ledger::finish_done(&c, &attempt(&done, 1, "a"))
         .await
         .unwrap();
     claim(&c, &dead, "a").await;
-    store::finish_dead(&c, &attempt(&dead, 1, "a"), "bad")
+    ledger::finish_dead(&c, &attempt(&dead, 1, "a"), "bad")
         .await
         .unwrap();
     // As autovacuum would: this clears the row versions the finishes left behind and sets the
@@ -344,237 +325,75 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
             },
         ),
     ] {
-        // The first try's statement (an owner token never used) and a retry's (which also checks
-        // the owner), both answered from the stored answer.
-        for owner in [Owner::New, Owner::MayHaveClaimed] {
-            let xmax_before = xmax(&c, &s.id).await;
-            admin
-                .batch_execute("SELECT pg_stat_statements_reset()")
-                .await
-                .unwrap();
-            // In a transaction, to ask afterwards whether the claim needed a transaction id, which
-            // any row lock or write would have taken.
-            c.batch_execute("BEGIN").await.unwrap();
-            let lsn_before: String = c
-                .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-                .await
-                .unwrap()
-                .get(0);
-            let got = store::claim(&c, &s.delivery(), claimant("b"), false, owner)
-                .await
-                .unwrap();
-            let after = c
-                .query_one(
-                    "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::int8,
+        let xmax_before = xmax(&c, &s.id).await;
+        admin
+            .batch_execute("SELECT pg_stat_statements_reset()")
+            .await
+            .unwrap();
+        // In a transaction, to ask afterwards whether the claim needed a transaction id, which
+        // any row lock or write would have taken.
+        c.batch_execute("BEGIN").await.unwrap();
+        let lsn_before: String = c
+            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let got = ledger::claim(&c, &s.delivery(), &claimant("b"), false)
+            .await
+            .unwrap();
+        let after = c
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::int8,
                         pg_current_xact_id_if_assigned()::text",
-                    &[&lsn_before],
-                )
-                .await
-                .unwrap();
-            c.batch_execute("COMMIT").await.unwrap();
-            let stats = admin
-                .query_one(
-                    "SELECT sum(calls)::int8, sum(wal_records)::int8, sum(wal_bytes)::int8,
+                &[&lsn_before],
+            )
+            .await
+            .unwrap();
+        c.batch_execute("COMMIT").await.unwrap();
+        // The claim's call and the statements inside it: everything but the probes above.
+        let stats = admin
+            .query_one(
+                "SELECT sum(calls) FILTER (WHERE toplevel)::int8,
+                        sum(calls) FILTER (WHERE NOT toplevel)::int8,
+                        sum(wal_records)::int8, sum(wal_bytes)::int8,
                         sum(shared_blks_dirtied)::int8
                    FROM pg_stat_statements
                   WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND toplevel AND query ILIKE '%hookclaim_claim_unanswered(%'",
-                    &[],
-                )
-                .await
-                .unwrap();
+                    AND query NOT ILIKE '%pg_current_wal_insert_lsn%'
+                    AND query NOT ILIKE '%pg_stat_statements_reset%'
+                    AND query NOT ILIKE 'BEGIN%' AND query NOT ILIKE 'COMMIT%'",
+                &[],
+            )
+            .await
+            .unwrap();
 
-            assert_eq!(got, want, "{owner:?}");
-            assert_eq!(after.get::<_, i64>(0), 0, "{}: WAL bytes written", s.id);
-            assert_eq!(
-                after.get::<_, Option<String>>(1),
-                None,
-                "{}: the claim took a transaction id",
-                s.id
-            );
-            assert_eq!(xmax(&c, &s.id).await, xmax_before, "{}: row locked", s.id);
-            let (calls, records, bytes, dirtied): (i64, i64, i64, i64) =
-                (stats.get(0), stats.get(1), stats.get(2), stats.get(3));
-            assert_eq!(calls, 1, "{}: one claim statement", s.id);
-            // pg_stat_statements tracks nested statements too: none ran, so the claim function
-            // behind the statement was never entered.
-            let nested = nested_statements(&admin).await;
-            assert_eq!(nested, 0, "{}: statements run inside the claim", s.id);
-            assert_eq!(
-                (records, bytes, dirtied),
-                (0, 0, 0),
-                "{}: the claim's WAL records, WAL bytes, buffers dirtied",
-                s.id
-            );
-        }
-    }
-    assert_eq!(status(&c, "stripe", &done.id).await, ("done".into(), 1));
-    assert_eq!(status(&c, "stripe", &dead.id).await, ("dead".into(), 1));
-}
-
-/// The row's stored answer, as hex.
-async fn stored_answer(c: &Client, id: &str) -> Option<String> {
-    c.query_one(
-        "SELECT encode(answer, 'hex') FROM hookclaim_deliveries WHERE delivery_id = $1",
-        &[&id],
-    )
-    .await
-    .unwrap()
-    .get(0)
-}
-
-#[tokio::test]
-async fn the_stored_answer_follows_every_statement_that_finishes_or_reopens_a_row() {
-    let db = TestDb::migrated().await;
-    let c = db.client().await;
-    let s = Sample::new("evt_answer", r#"{"id":"evt_answer"}"#);
-    let hash = hex::encode(&s.hash);
-    let dead = format!("{hash}00");
-
-    claim(&c, &s, "a").await;
-    assert_eq!(stored_answer(&c, &s.id).await, None, "processing");
-    store::finish_failed(&c, &attempt(&s, 1, "a"), "later", Duration::ZERO)
-        .await
-        .unwrap();
-    assert_eq!(stored_answer(&c, &s.id).await, None, "failed");
-    assert_eq!(claim(&c, &s, "b").await, Claim::Claimed { attempt: 2 });
-    store::finish_dead(&c, &attempt(&s, 2, "b"), "bad")
-        .await
-        .unwrap();
-    assert_eq!(stored_answer(&c, &s.id).await.as_ref(), Some(&dead), "dead");
-    let replay = store::take_for_replay(&c, "stripe", &s.id, claimant("r"), false)
-        .await
-        .unwrap();
-    assert!(replay.is_some());
-    assert_eq!(stored_answer(&c, &s.id).await, None, "reopened by a replay");
-    assert_eq!(claim(&c, &s, "c").await, Claim::InProgress);
-    store::finish_done(&c, &attempt(&s, 3, "r")).await.unwrap();
-    assert_eq!(stored_answer(&c, &s.id).await.as_ref(), Some(&hash), "done");
-    store::take_for_replay(&c, "stripe", &s.id, claimant("f"), true)
-        .await
-        .unwrap();
-    assert_eq!(
-        stored_answer(&c, &s.id).await,
-        None,
-        "reopened by a forced replay"
-    );
-
-    // The attempt cap, by the claim and by the reclaim: made dead, with its answer.
-    expire_lease(&c, &s.id).await;
-    let capped = Claimant {
-        max_attempts: 4,
-        ..claimant("g")
-    };
-    let got = store::claim(&c, &s.delivery(), capped, false, Owner::New).await;
-    assert_eq!(got.unwrap(), Claim::GaveUp);
-    assert_eq!(
-        stored_answer(&c, &s.id).await.as_ref(),
-        Some(&dead),
-        "given up by a claim"
-    );
-    let t = Sample::new("evt_answer_reclaimed", "{}");
-    claim(&c, &t, "a").await;
-    expire_lease(&c, &t.id).await;
-    let reclaimed = store::reclaim_next(
-        &c,
-        Claimant {
-            max_attempts: 1,
-            ..claimant("retention")
-        },
-    )
-    .await
-    .unwrap();
-    assert!(reclaimed.unwrap().gave_up);
-    assert_eq!(
-        stored_answer(&c, &t.id).await,
-        Some(format!("{}00", hex::encode(&t.hash))),
-        "given up by the reclaim"
-    );
-    assert_eq!(claim(&c, &t, "b").await, Claim::Dead { same_payload: true });
-
-    // A store-only claim stores the row done with its answer, as new or as a takeover.
-    let u = Sample::new("evt_answer_store", "{}");
-    store::claim(&c, &u.delivery(), claimant("a"), true, Owner::New)
-        .await
-        .unwrap();
-    assert_eq!(stored_answer(&c, &u.id).await, Some(hex::encode(&u.hash)));
-    let v = Sample::new("evt_answer_store_takeover", "{}");
-    claim(&c, &v, "a").await;
-    expire_lease(&c, &v.id).await;
-    let got = store::claim(&c, &v.delivery(), claimant("b"), true, Owner::New).await;
-    assert_eq!(got.unwrap(), Claim::Claimed { attempt: 2 });
-    assert_eq!(stored_answer(&c, &v.id).await, Some(hex::encode(&v.hash)));
-    assert_rows_well_formed(&c).await;
-}
-
-#[tokio::test]
-async fn a_row_finished_without_a_stored_answer_is_answered_from_its_status() {
-    // As an older release's finishing statements, or this schema before the answer existed,
-    // leave a row: finished, no answer. The claim function reads its status instead.
-    let db = TestDb::migrated().await;
-    let c = db.client().await;
-    let done = Sample::new("evt_old_done", r#"{"n":1}"#);
-    let dead = Sample::new("evt_old_dead", r#"{"n":1}"#);
-    claim(&c, &done, "a").await;
-    store::finish_done(&c, &attempt(&done, 1, "a"))
-        .await
-        .unwrap();
-    claim(&c, &dead, "a").await;
-    store::finish_dead(&c, &attempt(&dead, 1, "a"), "bad")
-        .await
-        .unwrap();
-    c.batch_execute("UPDATE hookclaim_deliveries SET answer = NULL")
-        .await
-        .unwrap();
-
-    let differs = |id: &str| Sample::new(id, r#"{"n":2}"#);
-    for owner in [Owner::New, Owner::MayHaveClaimed] {
-        let ask = async |s: &Sample| {
-            store::claim(&c, &s.delivery(), claimant("b"), false, owner)
-                .await
-                .unwrap()
-        };
-        assert_eq!(ask(&done).await, Claim::Done { same_payload: true });
-        assert_eq!(ask(&dead).await, Claim::Dead { same_payload: true });
+        assert_eq!(got, want);
+        assert_eq!(after.get::<_, i64>(0), 0, "{}: WAL bytes written", s.id);
         assert_eq!(
-            ask(&differs("evt_old_done")).await,
-            Claim::Done {
-                same_payload: false
-            }
+            after.get::<_, Option<String>>(1),
+            None,
+            "{}: the claim took a transaction id",
+            s.id
         );
+        assert_eq!(xmax(&c, &s.id).await, xmax_before, "{}: row locked", s.id);
+        let (calls, nested, records, bytes, dirtied): (i64, i64, i64, i64, i64) = (
+            stats.get(0),
+            stats.get(1),
+            stats.get(2),
+            stats.get(3),
+            stats.get(4),
+        );
+        assert_eq!(calls, 1, "{}: one claim statement", s.id);
+        assert_eq!(nested, 1, "{}: the claim's read alone ran inside it", s.id);
         assert_eq!(
-            ask(&differs("evt_old_dead")).await,
-            Claim::Dead {
-                same_payload: false
-            }
+            (records, bytes, dirtied),
+            (0, 0, 0),
+            "{}: the claim's WAL records, WAL bytes, buffers dirtied",
+            s.id
         );
     }
     assert_eq!(status(&c, "stripe", &done.id).await, ("done".into(), 1));
     assert_eq!(status(&c, "stripe", &dead.id).await, ("dead".into(), 1));
-}
-
-#[tokio::test]
-async fn a_stale_answer_on_a_row_an_older_release_reopened_is_not_trusted() {
-    // An older release's replay reopens a done row without clearing its answer; it clears
-    // `completed_at`, as every release's reopening statement does, so the claim does not read
-    // the stale answer and finds the lease instead.
-    let db = TestDb::migrated().await;
-    let c = db.client().await;
-    let s = Sample::new("evt_reopened", "{}");
-    claim(&c, &s, "a").await;
-    store::finish_done(&c, &attempt(&s, 1, "a")).await.unwrap();
-    c.batch_execute(
-        "UPDATE hookclaim_deliveries
-            SET status = 'processing', attempt = attempt + 1, lease_owner = 'old-replay',
-                lease_until = now() + interval '1 minute', completed_at = NULL
-          WHERE delivery_id = 'evt_reopened'",
-    )
-    .await
-    .unwrap();
-    assert!(stored_answer(&c, &s.id).await.is_some(), "the stale answer");
-
-    assert_eq!(claim(&c, &s, "b").await, Claim::InProgress);
-    assert_eq!(claim_again(&c, &s, "b").await, Claim::InProgress);
 }
 
 #[tokio::test]
@@ -599,57 +418,73 @@ async fn retry_by_the_same_owner_gets_the_same_claim_back() {
     claim(&c, &s, "a").await;
 
     // As after a lost answer: the first claim committed, the owner asks again.
-    assert_eq!(
-        claim_again(&c, &s, "a").await,
-        Claim::Claimed { attempt: 1 }
-    );
+    assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+}
+
+/// Claims `s` for `owner` on a connection of its own, failing the test if the answer takes
+/// more than two seconds: the transactions these tests hold open stay open much longer.
+async fn claim_at_once(url: &str, s: &Sample, owner: &str) -> Claim {
+    let c = support::connect(url).await;
+    tokio::time::timeout(Duration::from_secs(2), claim(&c, s, owner))
+        .await
+        .expect("the claim waited for another transaction")
 }
 
 #[tokio::test]
-async fn a_claim_retried_while_its_first_try_commits_recognises_its_own_claim() {
+async fn a_duplicate_of_a_delivery_being_inserted_is_in_progress_at_once() {
     let db = TestDb::migrated().await;
-    let first = db.client().await;
-    let admin = db.client().await;
-    let s = Sample::new("evt_retried", r#"{"id":"evt_retried"}"#);
+    let holder = db.client().await;
+    let s = Sample::new("evt_inserting", "{}");
 
-    // The first try's statement has run, but its commit comes late: the client gave up on it
-    // (its deadline passed) and retries on a new connection.
-    first.batch_execute("BEGIN").await.unwrap();
+    // The first claimant's insert has not committed (its transaction stays open).
+    holder.batch_execute("BEGIN").await.unwrap();
+    assert_eq!(claim(&holder, &s, "a").await, Claim::Claimed { attempt: 1 });
+
+    assert_eq!(claim_at_once(&db.url, &s, "b").await, Claim::InProgress);
+    // So is the same owner's retry while its first try has not committed: once it has, the
+    // retry finds its own claim.
+    assert_eq!(claim_at_once(&db.url, &s, "a").await, Claim::InProgress);
+    holder.batch_execute("COMMIT").await.unwrap();
     assert_eq!(
-        claim(&first, &s, "owner-a").await,
+        claim_at_once(&db.url, &s, "a").await,
         Claim::Claimed { attempt: 1 }
     );
-    let retry = tokio::spawn({
-        let url = db.url.clone();
-        async move {
-            let c = support::connect(&url).await;
-            let s = Sample::new("evt_retried", r#"{"id":"evt_retried"}"#);
-            claim_again(&c, &s, "owner-a").await
-        }
-    });
-    // The retry's snapshot is taken and its insert waits on the first try's row.
-    let waiting = support::eventually(Duration::from_secs(5), async || {
-        support::count(
-            &admin,
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE wait_event_type = 'Lock' AND query LIKE '%hookclaim_claim_unanswered(%'",
-        )
-        .await
-            == 1
-    })
-    .await;
-    assert!(waiting, "the retry never waited on the first try");
-    first.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(claim_at_once(&db.url, &s, "b").await, Claim::InProgress);
+}
 
+#[tokio::test]
+async fn a_duplicate_during_an_open_processing_transaction_is_answered_without_waiting() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let holder = db.client().await;
+    let live = Sample::new("evt_processing_live", "{}");
+    let expired = Sample::new("evt_processing_expired", "{}");
+    for s in [&live, &expired] {
+        assert_eq!(claim(&c, s, "a").await, Claim::Claimed { attempt: 1 });
+    }
+    expire_lease(&c, &expired.id).await;
+
+    // The processing transaction has written the fenced finish (the rows are locked until it
+    // ends) and has not committed: its COMMIT is still on the way.
+    holder.batch_execute("BEGIN").await.unwrap();
+    for s in [&live, &expired] {
+        let at = attempt(s, 1, "a");
+        let finished = ledger::finish_done(&holder, &at).await.unwrap();
+        assert_eq!(finished, Finish::Applied);
+    }
+
+    // Under a live lease, and under an expired one whose holder is still finishing: in
+    // progress, at once, and nothing taken over.
+    assert_eq!(claim_at_once(&db.url, &live, "b").await, Claim::InProgress);
     assert_eq!(
-        retry.await.unwrap(),
-        Claim::Claimed { attempt: 1 },
-        "the retry recognises its own claim instead of answering in progress"
+        claim_at_once(&db.url, &expired, "b").await,
+        Claim::InProgress
     );
-    assert_eq!(
-        status(&admin, "stripe", "evt_retried").await,
-        ("processing".into(), 1)
-    );
+    holder.batch_execute("COMMIT").await.unwrap();
+    for s in [&live, &expired] {
+        assert_eq!(status(&c, "stripe", &s.id).await, ("done".into(), 1));
+        assert_eq!(claim(&c, s, "b").await, Claim::Done { same_payload: true });
+    }
 }
 
 #[tokio::test]
@@ -663,7 +498,7 @@ async fn an_expired_lease_at_the_attempt_cap_is_made_dead_instead_of_taken_over(
         ..claimant(owner)
     };
     let claim_capped = async |owner| {
-        store::claim(&c, &s.delivery(), capped(owner), false, Owner::New)
+        ledger::claim(&c, &s.delivery(), &capped(owner), false)
             .await
             .unwrap()
     };
@@ -714,10 +549,10 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
     for s in [&due, &later] {
         claim(&c, s, "a").await;
     }
-    store::finish_failed(&c, &attempt(&due, 1, "a"), "timeout", Duration::ZERO)
+    ledger::finish_failed(&c, &attempt(&due, 1, "a"), "timeout", Duration::ZERO)
         .await
         .unwrap();
-    store::finish_failed(
+    ledger::finish_failed(
         &c,
         &attempt(&later, 1, "a"),
         "timeout",
@@ -806,12 +641,12 @@ async fn arrange(c: &Client, s: &Sample, found: Found) {
         }
         Found::Failed { due, .. } => {
             let retry_in = Duration::from_secs(if due { 0 } else { 120 });
-            store::finish_failed(c, &at, "timeout", retry_in)
+            ledger::finish_failed(c, &at, "timeout", retry_in)
                 .await
                 .unwrap()
         }
-        Found::Done => store::finish_done(c, &at).await.unwrap(),
-        Found::Dead => store::finish_dead(c, &at, "rejected").await.unwrap(),
+        Found::Done => ledger::finish_done(c, &at).await.unwrap(),
+        Found::Dead => ledger::finish_dead(c, &at, "rejected").await.unwrap(),
     };
     assert_eq!(finished, Finish::Applied, "{found:?}");
 }
@@ -821,7 +656,7 @@ async fn row(c: &Client, id: &str, taker: &str) -> String {
     let r = c
         .query_one(
             "SELECT status, attempt, lease_owner, lease_until > now(), next_attempt_at IS NULL,
-                    completed_at IS NULL, last_error, encode(answer, 'hex'), payload IS NULL
+                    completed_at IS NULL, last_error, payload IS NULL
                FROM hookclaim_deliveries WHERE delivery_id = $1",
             &[&id],
         )
@@ -831,23 +666,22 @@ async fn row(c: &Client, id: &str, taker: &str) -> String {
     let owner = if owner == taker { "<taker>" } else { &owner };
     format!(
         "{} attempt {} owner {owner} live lease {:?} no due time {} not completed {} error {:?} \
-         answer {:?} payload trimmed {}",
+         payload trimmed {}",
         r.get::<_, String>(0),
         r.get::<_, i32>(1),
         r.get::<_, Option<bool>>(3),
         r.get::<_, bool>(4),
         r.get::<_, bool>(5),
         r.get::<_, Option<String>>(6),
-        r.get::<_, Option<String>>(7),
-        r.get::<_, bool>(8),
+        r.get::<_, bool>(7),
     )
 }
 
 #[tokio::test]
-async fn the_claim_and_the_retention_reclaim_take_over_exactly_the_same_rows_the_same_way() {
-    // The takeover rule is written twice, in the claim function (migration 10) and in
-    // `RECLAIM_NEXT`: each state is arranged once for each, and the two must agree on whether
-    // the row is taken, at which attempt, or made dead, and leave the same row behind.
+async fn the_claim_and_the_retention_reclaim_take_over_each_state_as_the_rule_says() {
+    // Both take rows over with hookclaim_take_over: each state is arranged once for each, and
+    // each must take the row at the next attempt, make it dead at the cap, or leave it as it
+    // was.
     let db = TestDb::migrated().await;
     let c = db.client().await;
     let s = Sample::new("evt_rule", r#"{"id":"evt_rule"}"#);
@@ -885,7 +719,7 @@ async fn the_claim_and_the_retention_reclaim_take_over_exactly_the_same_rows_the
     for (found, expected) in cases {
         arrange(&c, &s, found).await;
         let before = row(&c, &s.id, "r").await;
-        let by_reclaim = match store::reclaim_next(&c, claimant("r")).await.unwrap() {
+        let by_reclaim = match ledger::reclaim_next(&c, &claimant("r")).await.unwrap() {
             None => Takeover::Left,
             Some(d) if d.gave_up => Takeover::GaveUp,
             Some(d) => Takeover::Taken(d.attempt),
@@ -913,11 +747,80 @@ async fn the_claim_and_the_retention_reclaim_take_over_exactly_the_same_rows_the
             (expected, expected),
             "{found:?}: (claim, reclaim); the claim answered {answer:?}"
         );
-        assert_eq!(after_claim, after_reclaim, "{found:?}: the row each left");
         if expected == Takeover::Left {
-            assert_eq!(after_claim, before, "{found:?}: left as it was");
+            assert_eq!(
+                after_claim, before,
+                "{found:?}: left as it was by the claim"
+            );
+            assert_eq!(
+                after_reclaim, before,
+                "{found:?}: left as it was by the reclaim"
+            );
         }
     }
+}
+
+#[tokio::test]
+async fn a_store_only_claim_that_takes_over_an_expired_lease_leaves_it_to_be_finished() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_store_takeover", "{}");
+    claim(&c, &s, "a").await;
+    expire_lease(&c, &s.id).await;
+
+    let got = ledger::claim(&c, &s.delivery(), &claimant("b"), true).await;
+
+    assert_eq!(got.unwrap(), Claim::Claimed { attempt: 2 });
+    assert_eq!(status(&c, "stripe", &s.id).await, ("processing".into(), 2));
+    let finished = ledger::finish_done(&c, &attempt(&s, 2, "b")).await.unwrap();
+    assert_eq!(finished, Finish::Applied);
+}
+
+#[tokio::test]
+async fn the_schema_refuses_a_row_that_breaks_the_state_machine() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_checked", "{}");
+    claim(&c, &s, "a").await;
+    // Hand-written updates that would leave a delivery no run can take, or a status nothing
+    // reads, each refused by the constraint named (PostgreSQL checks them in name order).
+    let cases = [
+        (
+            "status = 'finished', lease_until = NULL",
+            "hookclaim_status_known",
+        ),
+        ("attempt = 0", "hookclaim_attempt_from_one"),
+        ("lease_until = NULL", "hookclaim_processing_has_lease"),
+        ("lease_owner = NULL", "hookclaim_processing_has_lease"),
+        (
+            "next_attempt_at = now()",
+            "hookclaim_failed_has_next_attempt",
+        ),
+        (
+            "status = 'failed', lease_until = NULL",
+            "hookclaim_failed_has_next_attempt",
+        ),
+        (
+            "status = 'done', lease_until = NULL",
+            "hookclaim_finished_has_completed_at",
+        ),
+        (
+            "completed_at = now()",
+            "hookclaim_finished_has_completed_at",
+        ),
+        (
+            "status = 'dead', lease_until = NULL, next_attempt_at = now(), completed_at = now()",
+            "hookclaim_failed_has_next_attempt",
+        ),
+    ];
+    for (set, constraint) in cases {
+        let sql =
+            format!("UPDATE hookclaim_deliveries SET {set} WHERE delivery_id = 'evt_checked'");
+        let e = c.batch_execute(&sql).await.expect_err(set);
+        let refused = e.as_db_error().and_then(|d| d.constraint());
+        assert_eq!(refused, Some(constraint), "{set}: {e}");
+    }
+    assert_eq!(status(&c, "stripe", &s.id).await, ("processing".into(), 1));
 }
 
 #[tokio::test]
@@ -932,22 +835,22 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
     // The old owner wakes up and tries every kind of finish.
     let stale = attempt(&s, 1, "old");
     assert_eq!(
-        store::finish_done(&c, &stale).await.unwrap(),
+        ledger::finish_done(&c, &stale).await.unwrap(),
         Finish::Fenced
     );
     assert_eq!(
-        store::finish_failed(&c, &stale, "x", Duration::ZERO)
+        ledger::finish_failed(&c, &stale, "x", Duration::ZERO)
             .await
             .unwrap(),
         Finish::Fenced
     );
     assert_eq!(
-        store::finish_dead(&c, &stale, "x").await.unwrap(),
+        ledger::finish_dead(&c, &stale, "x").await.unwrap(),
         Finish::Fenced
     );
     // Right attempt number, wrong owner: still fenced.
     assert_eq!(
-        store::finish_done(&c, &attempt(&s, 2, "old"))
+        ledger::finish_done(&c, &attempt(&s, 2, "old"))
             .await
             .unwrap(),
         Finish::Fenced
@@ -958,7 +861,7 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
     );
 
     assert_eq!(
-        store::finish_done(&c, &attempt(&s, 2, "new"))
+        ledger::finish_done(&c, &attempt(&s, 2, "new"))
             .await
             .unwrap(),
         Finish::Applied
@@ -966,7 +869,7 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
     assert_eq!(status(&c, "stripe", "evt_zombie").await, ("done".into(), 2));
     // Finishing twice is fenced too: done rows are never touched again.
     assert_eq!(
-        store::finish_dead(&c, &attempt(&s, 2, "new"), "x")
+        ledger::finish_dead(&c, &attempt(&s, 2, "new"), "x")
             .await
             .unwrap(),
         Finish::Fenced
@@ -1084,17 +987,17 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
         .await
         .unwrap();
 
-    store::claim(&c, &s.delivery(), claimant("a"), true, Owner::New)
+    ledger::claim(&c, &s.delivery(), &claimant("a"), true)
         .await
         .unwrap();
-    let after_new = statements_since_reset(&admin, "%hookclaim_claim_unanswered(%").await;
-    // Inside it, the claim function ran once: its insert is the one nested statement. (Were the
-    // answer's subquery flattened, each answer field would call the function again.)
+    let after_new = statements_since_reset(&admin, "%hookclaim_claim(%").await;
+    // Inside it, the claim function ran once: its read of the key and its insert. (Were the
+    // function called once per answer column, these would be counted four times.)
     let nested = nested_statements(&admin).await;
-    store::claim(&c, &s.delivery(), claimant("b"), true, Owner::New)
+    ledger::claim(&c, &s.delivery(), &claimant("b"), true)
         .await
         .unwrap();
-    let after_dup = statements_since_reset(&admin, "%hookclaim_claim_unanswered(%").await;
+    let after_dup = statements_since_reset(&admin, "%hookclaim_claim(%").await;
     let all: i64 = admin
         .query_one(
             "SELECT coalesce(sum(calls),0)::int8 FROM pg_stat_statements
@@ -1107,7 +1010,7 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
         .get(0);
 
     assert_eq!(after_new, 1, "new delivery: one statement");
-    assert_eq!(nested, 1, "new delivery: statements run inside the claim");
+    assert_eq!(nested, 2, "new delivery: statements run inside the claim");
     assert_eq!(after_dup - after_new, 1, "duplicate: one statement");
     assert_eq!(all, 2, "nothing else was sent (no prepare, no extra reads)");
     println!(

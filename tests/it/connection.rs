@@ -150,8 +150,8 @@ async fn a_store_only_claim_whose_answer_is_lost_is_recognised_as_its_own_on_the
     )
     .await;
     let admin = db.client().await;
-    // Warm: the connection is made and the statements are prepared, so the next request's
-    // first message on it is the claim.
+    // Warm: the connection is made and the schema checked, so the next request's first message
+    // on it is the claim.
     let warm = hook
         .handle(github_request(Format::HttpApiV2, "warm", b"{}", false))
         .await;

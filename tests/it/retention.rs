@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
+use hookclaim::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::pipeline::{self, Settled};
 use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
-use hookclaim::store::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
 use hookclaim::work::Work;
 use hookclaim::Licences;
@@ -137,9 +137,7 @@ async fn claim_as(c: &Client, source: &str, id: &str, body: &str, owner: &str) -
         lease: Duration::from_secs(60),
         max_attempts: 5,
     };
-    store::claim(c, &new, claimant, false, store::Owner::New)
-        .await
-        .unwrap()
+    ledger::claim(c, &new, &claimant, false).await.unwrap()
 }
 
 /// Attempt 1 at `id`, as webhook invocation `owner` claimed it with [`claim`].
@@ -156,12 +154,13 @@ fn first_attempt<'a>(id: &'a str, owner: &'a str) -> Attempt<'a> {
 async fn insert(c: &Client, source: &str, id: &str, status: &str, days_ago: i32) {
     c.execute(
         "INSERT INTO hookclaim_deliveries
-             (source, delivery_id, status, lease_owner, lease_until, next_attempt_at, payload,
-              payload_sha256, received_at, completed_at)
-         VALUES ($1, $2, $3, 'someone',
+             (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
+              next_attempt_at, payload, payload_sha256, headers, long_key_retention, received_at,
+              completed_at)
+         VALUES ($1, $2, 'header', $3, 1, 'someone',
                  CASE WHEN $3 = 'processing' THEN now() + interval '5 minutes' END,
                  CASE WHEN $3 = 'failed' THEN now() + interval '1 hour' END,
-                 convert_to($2, 'UTF8'), sha256(convert_to($2, 'UTF8')),
+                 convert_to($2, 'UTF8'), sha256(convert_to($2, 'UTF8')), '{}', false,
                  now() - make_interval(days => $4),
                  CASE WHEN $3 IN ('done', 'dead') THEN now() - make_interval(days => $4) END)",
         &[&source, &id, &status, &days_ago],
@@ -264,7 +263,7 @@ async fn due_failed_row_is_redriven_and_a_not_yet_due_one_is_not() {
     for (id, order, retry_in) in [("evt_due", "order-d", 0), ("evt_later", "order-l", 600)] {
         claim(&c, id, &order_body(id, order), "webhook").await;
         let at = first_attempt(id, "webhook");
-        let finish = store::finish_failed(&c, &at, "timeout", Duration::from_secs(retry_in)).await;
+        let finish = ledger::finish_failed(&c, &at, "timeout", Duration::from_secs(retry_in)).await;
         assert_eq!(finish.unwrap(), Finish::Applied);
     }
 
@@ -346,12 +345,6 @@ async fn failing_redrive_backs_off_with_growing_delays_and_ends_dead_after_max_a
     assert_rows_well_formed(&c).await;
 
     // Dead is final for the scheduled runs.
-    c.execute(
-        "UPDATE hookclaim_deliveries SET next_attempt_at = now() - interval '1 hour'",
-        &[],
-    )
-    .await
-    .unwrap();
     assert_eq!(run(&r).await.reclaimed, 0);
 }
 
@@ -424,7 +417,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     .await;
     drop(session);
     let at = first_attempt("evt_zombie", "zombie");
-    let dead = store::finish_dead(&c, &at, "late").await.unwrap();
+    let dead = ledger::finish_dead(&c, &at, "late").await.unwrap();
 
     assert_eq!(done.unwrap(), Settled::Fenced);
     assert_eq!(failed.unwrap(), Settled::Fenced);
@@ -497,11 +490,11 @@ async fn purge_deletes_exactly_the_finished_rows_past_the_horizon() {
     }
 }
 
-/// Marks `id`'s key as one kept past its payload, as the webhook does for a source whose
-/// signatures do not expire.
+/// Gives `id` long key retention, as the webhook does for a source whose signatures do not
+/// expire.
 async fn keep_key_longer(c: &Client, id: &str) {
     c.execute(
-        "UPDATE hookclaim_deliveries SET key_outlives_payload = true WHERE delivery_id = $1",
+        "UPDATE hookclaim_deliveries SET long_key_retention = true WHERE delivery_id = $1",
         &[&id],
     )
     .await
@@ -891,7 +884,7 @@ async fn mixed_ledger(c: &Client) {
     expire_lease(c, "evt_expired").await;
     claim(c, "evt_due", &order_body("evt_due", "order-d"), "webhook").await;
     let at = first_attempt("evt_due", "webhook");
-    store::finish_failed(c, &at, "timeout", Duration::ZERO)
+    ledger::finish_failed(c, &at, "timeout", Duration::ZERO)
         .await
         .unwrap();
     insert(c, "stripe", "old_done", "done", 40).await;
@@ -1057,60 +1050,6 @@ async fn every_run_reports_how_long_the_oldest_waiting_work_has_waited() {
     );
 }
 
-#[tokio::test]
-async fn rows_no_run_can_take_are_counted_and_warned_and_their_redeliveries_wait() {
-    let db = TestDb::migrated().await;
-    let c = db.client().await;
-    let r = retention(&db, Licences, settings(), usual_policy()).await;
-    // What a hand-written UPDATE could leave: a processing row without a lease and a failed row
-    // without a due time. The reclaim's conditions are never true for either.
-    insert(&c, "stripe", "evt_no_lease", "processing", 0).await;
-    insert(&c, "stripe", "evt_no_due_time", "failed", 0).await;
-    insert(&c, "stripe", "evt_fine", "failed", 0).await;
-    c.batch_execute(
-        "UPDATE hookclaim_deliveries SET lease_until = NULL WHERE delivery_id = 'evt_no_lease';
-         UPDATE hookclaim_deliveries SET next_attempt_at = NULL
-          WHERE delivery_id = 'evt_no_due_time'",
-    )
-    .await
-    .unwrap();
-
-    let report = run(&r).await;
-    assert_eq!(report.reclaimed, 0);
-    assert_eq!(report.waiting.expect("measured").unreclaimable, 2);
-    let line = hookclaim::retention::report_line(&report, None, SystemTime::now());
-    assert_eq!(line["unreclaimable_deliveries"].as_u64(), Some(2));
-    assert_eq!(line["level"], "WARN");
-    // A redelivery of either is told to come back later, not answered from a row it cannot
-    // trust, and changes nothing.
-    for id in ["evt_no_lease", "evt_no_due_time"] {
-        assert_eq!(
-            claim(&c, id, id, "webhook").await,
-            Claim::InProgress,
-            "{id}"
-        );
-    }
-    assert_eq!(
-        status(&c, "stripe", "evt_no_due_time").await,
-        ("failed".into(), 1)
-    );
-
-    // Once an operator gives them their times back, nothing is counted.
-    c.batch_execute(
-        "UPDATE hookclaim_deliveries SET lease_until = now() + interval '1 minute'
-          WHERE delivery_id = 'evt_no_lease';
-         UPDATE hookclaim_deliveries SET next_attempt_at = now() + interval '1 hour'
-          WHERE delivery_id = 'evt_no_due_time'",
-    )
-    .await
-    .unwrap();
-    assert_rows_well_formed(&c).await;
-    let report = run(&r).await;
-    assert_eq!(report.waiting.expect("measured").unreclaimable, 0);
-    let line = hookclaim::retention::report_line(&report, None, SystemTime::now());
-    assert_eq!(line["level"], "INFO");
-}
-
 fn replay(id: &str, force: bool) -> Value {
     json!({"command": "replay", "source": "stripe", "delivery_id": id, "force": force})
 }
@@ -1129,7 +1068,7 @@ async fn replay_runs_a_dead_delivery_again_and_reports_the_outcome() {
     )
     .await;
     let at = first_attempt("evt_dead", "webhook");
-    store::finish_dead(&c, &at, "licence service said no")
+    ledger::finish_dead(&c, &at, "licence service said no")
         .await
         .unwrap();
 
@@ -1196,7 +1135,7 @@ async fn replay_that_fails_again_reports_the_error_and_the_backoff() {
     let r = retention(&db, AlwaysRetry, settings(), usual_policy()).await;
     claim(&c, "evt_f", "{}", "webhook").await;
     let at = first_attempt("evt_f", "webhook");
-    store::finish_failed(&c, &at, "first", Duration::from_secs(3600))
+    ledger::finish_failed(&c, &at, "first", Duration::from_secs(3600))
         .await
         .unwrap();
 

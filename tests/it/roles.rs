@@ -14,8 +14,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use hookclaim::ledger::{self, Claimant, NewDelivery};
 use hookclaim::processor::{Processor, StoreOnly};
-use hookclaim::store::{self, Claimant, NewDelivery};
 use serde_json::json;
 use support::scripted::Scripted;
 use support::{answer, github_request, row, Format, TestDb};
@@ -387,7 +387,7 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
     );
     // 202 in progress: another environment holds the claim.
     let hash = sha256(b"{}");
-    store::claim(
+    ledger::claim(
         &owner,
         &NewDelivery {
             source: "github",
@@ -399,13 +399,12 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
             headers: &Default::default(),
             long_key_retention: true,
         },
-        Claimant {
+        &Claimant {
             owner: "someone-else",
             lease: Duration::from_secs(60),
             max_attempts: 5,
         },
         false,
-        store::Owner::New,
     )
     .await
     .unwrap();

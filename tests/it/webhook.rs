@@ -6,8 +6,8 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookclaim::ledger::{self, Claimant, NewDelivery};
 use hookclaim::processor::StoreOnly;
-use hookclaim::store::{self, Claimant, NewDelivery};
 use hookclaim::Licences;
 use support::ledger::{licence_count, state};
 use support::scripted::Scripted;
@@ -91,7 +91,7 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
         let hash = sha2_256(body);
         let headers = Default::default();
         // Another environment claimed it a moment ago and is still processing.
-        store::claim(
+        ledger::claim(
             &c,
             &NewDelivery {
                 source: "github",
@@ -103,13 +103,12 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
                 headers: &headers,
                 long_key_retention: true,
             },
-            Claimant {
+            &Claimant {
                 owner: "someone-else",
                 lease: Duration::from_secs(60),
                 max_attempts: 5,
             },
             false,
-            store::Owner::New,
         )
         .await
         .unwrap();
@@ -681,65 +680,6 @@ async fn a_processor_that_panics_is_a_failed_attempt_answered_503_and_the_connec
         ))
         .await;
     assert_eq!(answer(&next).0, 200);
-    assert_eq!(hook.database().connect_count(), 1);
-}
-
-/// pg_stat_statements for this database, by statement text prefix: (calls, plans).
-async fn calls_and_plans(c: &tokio_postgres::Client, prefix: &str) -> (i64, i64) {
-    let row = c
-        .query_one(
-            "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(plans), 0)::int8
-               FROM pg_stat_statements
-              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                AND toplevel AND ltrim(query) ILIKE $1",
-            &[&format!("{prefix}%")],
-        )
-        .await
-        .unwrap();
-    (row.get(0), row.get(1))
-}
-
-#[tokio::test]
-async fn a_direct_connection_prepares_the_hot_statements_so_they_are_not_planned_every_time() {
-    let db = TestDb::migrated().await;
-    let admin = db.client().await;
-    admin
-        .batch_execute(&format!(
-            "CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
-             ALTER DATABASE {} SET pg_stat_statements.track_planning = on",
-            db.name
-        ))
-        .await
-        .unwrap();
-    // Connects after the setting, so its planning is counted.
-    let hook = support::webhook(&db.url, &[], Licences).await;
-
-    const N: i64 = 40;
-    for i in 0..N {
-        let body = format!(r#"{{"order_id":"prep-{i}"}}"#);
-        for expected in ["processed", "duplicate"] {
-            let resp = hook
-                .handle(github_request(
-                    Format::HttpApiV2,
-                    &format!("prep-{i}"),
-                    body.as_bytes(),
-                    false,
-                ))
-                .await;
-            assert_eq!(answer(&resp).1["status"], expected, "{:?}", answer(&resp));
-        }
-    }
-
-    let claim = calls_and_plans(&admin, "SELECT coalesce(%hookclaim_claim_unanswered(").await;
-    let licence = calls_and_plans(&admin, "INSERT INTO hookclaim_example_licences").await;
-    let finish = calls_and_plans(&admin, "WITH finished AS").await;
-    println!("[prepared] (calls, plans): claim {claim:?}, licence {licence:?}, finish {finish:?}");
-    assert_eq!((claim.0, licence.0, finish.0), (2 * N, N, N));
-    // Prepared once per connection: PostgreSQL plans the first few executions for their
-    // parameters, then keeps a generic plan. An unnamed statement is planned at every call.
-    for (name, (calls, plans)) in [("claim", claim), ("licence", licence), ("finish", finish)] {
-        assert!(plans <= 6, "{name}: {plans} plans for {calls} calls");
-    }
     assert_eq!(hook.database().connect_count(), 1);
 }
 

@@ -27,8 +27,8 @@ pub async fn make_due(c: &Client, id: &str) {
 }
 
 /// The stored state of delivery `source`/`id`, which must exist.
-pub async fn state(c: &Client, source: &str, id: &str) -> hookclaim::store::DeliveryState {
-    hookclaim::store::state(c, source, id)
+pub async fn state(c: &Client, source: &str, id: &str) -> hookclaim::ledger::DeliveryState {
+    hookclaim::ledger::state(c, source, id)
         .await
         .expect("read state")
         .unwrap_or_else(|| panic!("no delivery {source}/{id}"))
@@ -42,7 +42,7 @@ pub async fn status(c: &Client, source: &str, id: &str) -> (String, i32) {
 
 /// Whether delivery `source`/`id` has a row.
 pub async fn exists(c: &Client, source: &str, id: &str) -> bool {
-    hookclaim::store::state(c, source, id)
+    hookclaim::ledger::state(c, source, id)
         .await
         .expect("read state")
         .is_some()
@@ -64,28 +64,20 @@ pub async fn licences(c: &Client, order: &str) -> i64 {
     .get(0)
 }
 
-/// Asserts that every ledger row is one hookclaim's statements may write: a known status and id
-/// origin, an attempt of at least 1, a lease on every processing row, a due time on every
-/// failed row, and a stored answer only on a finished row, where it is the payload hash (and a
-/// zero byte if dead) and the row has its `completed_at`. The schema does not check these on each write (a CHECK constraint is planned
-/// again at every statement); the statements keep them, and this checks that they did.
+/// Asserts that every ledger row holds what the claim writes and the schema does not check: a
+/// known id origin, a 32-byte payload hash, and a payload unless a trim recorded dropping it.
+/// (The CHECK constraints keep the status, the attempt and each state's times.)
 pub async fn assert_rows_well_formed(c: &Client) {
     let bad = c
         .query(
-            "SELECT source || '/' || delivery_id || ': ' || status || ', attempt ' || attempt
-                    || ', origin ' || id_origin || ', lease ' || coalesce(lease_until::text, 'none')
-                    || ', due ' || coalesce(next_attempt_at::text, 'none')
-                    || ', answer ' || coalesce(encode(answer, 'hex'), 'none')
+            "SELECT source || '/' || delivery_id || ': ' || status || ', origin ' || id_origin
+                    || ', hash bytes ' || octet_length(payload_sha256)
+                    || ', payload ' || (payload IS NOT NULL)
+                    || ', trimmed ' || coalesce(payload_trimmed_at::text, 'no')
                FROM hookclaim_deliveries
-              WHERE status NOT IN ('processing', 'done', 'failed', 'dead')
-                 OR id_origin NOT IN ('header', 'body', 'body_sha256')
-                 OR attempt < 1
-                 OR (status = 'processing' AND lease_until IS NULL)
-                 OR (status = 'failed' AND next_attempt_at IS NULL)
-                 OR (answer IS NOT NULL AND NOT (
-                        completed_at IS NOT NULL
-                        AND ((status = 'done' AND answer = payload_sha256)
-                             OR (status = 'dead' AND answer = payload_sha256 || '\\x00'::bytea))))
+              WHERE id_origin NOT IN ('header', 'body', 'body_sha256')
+                 OR octet_length(payload_sha256) <> 32
+                 OR (payload IS NULL) <> (payload_trimmed_at IS NOT NULL)
               LIMIT 20",
             &[],
         )

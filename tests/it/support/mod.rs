@@ -630,7 +630,7 @@ pub async fn delivery_count(c: &Client) -> i64 {
 
 /// (status, attempt, last_error) of one delivery.
 pub async fn row(c: &Client, source: &str, id: &str) -> Option<(String, i32, Option<String>)> {
-    hookclaim::store::state(c, source, id)
+    hookclaim::ledger::state(c, source, id)
         .await
         .expect("read state")
         .map(|s| (s.status, s.attempt, s.last_error))

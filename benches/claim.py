@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""The claim benchmark: the ledger's statements against two narrow tables, as a regression gate.
+
+Starts a throwaway PostgreSQL cluster, applies migrations/*.sql, and runs pgbench (-M prepared,
+1 KB payload) over four paths, new and duplicate deliveries, at 1, 4 and 16 clients, in
+alternating rounds (each round runs every path once, in a rotating order):
+
+  bare         INSERT … ON CONFLICT DO NOTHING into a table of the key and the payload
+  seeds        a two-statement handler on its own narrow table: INSERT … ON CONFLICT DO NOTHING
+               RETURNING (status processing), then UPDATE to done
+  store_only   the store-only claim: the row is stored done in the claim
+  claim_finish the claim, then the fenced finish
+
+The statements are the .sql files in benches/claim/. Ratios between paths measured in the same
+rounds move much less with the machine's load than rates do, so the gate is on ratios: the run
+fails when a ratio in benches/claim/baseline.json drops by more than 10 %. `--record` writes the
+measured ratios there instead. BENCHMARKS.md describes the method and holds the current table.
+
+Usage: python3 benches/claim.py [--secs 3] [--rounds 5] [--clients 1,4,16] [--record | --no-gate]
+                                [--out target/bench] [--setup extra.sql]
+                                [--path name=table:claim.sql[,finish.sql]]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SQL = os.path.join(HERE, "claim")
+BASELINE = os.path.join(SQL, "baseline.json")
+
+# The ledger's statements bind $1, $2, ...; the scripts bind these pgbench variables in their
+# place (benches/claim/*.sql use the variables directly).
+CLAIM = ("src/ledger/sql/claim.sql", ["source", "id", "owner", "lease_secs", "payload", "sha",
+                                      "headers", "event_type", "id_origin", "store_only",
+                                      "long_key_retention", "max_attempts"])
+FINISH = ("src/ledger/sql/finish_done.sql", ["source", "id", "attempt", "owner"])
+
+# name, label, the table it writes, its claim statements, the statements that finish a new
+# delivery (a duplicate is not finished), and pgbench variables of its own.
+PATHS = [
+    ("bare", "bare insert", "bench_bare", ["benches/claim/bare.sql"], [], {}),
+    ("seeds", "seeds' handler", "bench_seeds", ["benches/claim/seeds.sql"],
+     ["benches/claim/seeds-finish.sql"], {}),
+    ("store_only", "store-only claim", "hookclaim_deliveries", [CLAIM], [], {"store_only": 1}),
+    ("claim_finish", "claim + finish", "hookclaim_deliveries", [CLAIM], [FINISH],
+     {"store_only": 0}),
+]
+
+# The ratios the gate holds: (path, baseline path, kind).
+GATED = [
+    ("store_only", "seeds", "new"),
+    ("claim_finish", "seeds", "new"),
+    ("store_only", "bare", "duplicate"),
+]
+
+# Redelivered ids: DUP_BASE + 1 ..= DUP_BASE + DUP_COUNT, 19 digits like the random new ones.
+DUP_BASE = 1_000_000_000_000_000_000
+DUP_COUNT = 10_000
+BODY_BYTES = 1024
+TOLERANCE = 0.10
+WAL_DELIVERIES = 2000
+
+
+def body():
+    """A 1 KB JSON body, as a GitHub delivery of that size."""
+    head = '{"action":"completed","order_id":"1","repository":{"full_name":"hookclaim/bench"},"padding":"'
+    tail = '"}'
+    return (head + "x" * (BODY_BYTES - len(head) - len(tail)) + tail).encode()
+
+
+def variables():
+    """What every script binds, as pgbench -D and psql -v values."""
+    payload = body()
+    sha = hashlib.sha256(payload).hexdigest()
+    headers = {
+        "content-type": "application/json",
+        "user-agent": "GitHub-Hookshot/bench",
+        "x-github-delivery": "1",
+        "x-github-event": "push",
+        "x-hub-signature-256": "sha256=" + sha,
+    }
+    return {
+        "source": "github",
+        "payload": "\\x" + payload.hex(),
+        "sha": "\\x" + sha,
+        "headers": json.dumps(headers, separators=(",", ":"), sort_keys=True),
+        "event_type": "push",
+        "id_origin": "header",
+        "owner": "%032x" % 0x5EED,
+        "lease_secs": "90.5",
+        "long_key_retention": "true",
+        "max_attempts": "10",
+        "attempt": "1",
+        "dup_base": str(DUP_BASE),
+        "dup_count": str(DUP_COUNT),
+    }
+
+
+class Cluster:
+    """A throwaway PostgreSQL cluster with the test harness's settings, run as `postgres` when
+    this process is root (initdb refuses root)."""
+
+    def __init__(self, bindir):
+        self.bindir = bindir
+        self.dir = tempfile.mkdtemp(prefix="hookclaim-bench-")
+        self.data = os.path.join(self.dir, "data")
+        self.as_postgres = os.geteuid() == 0
+        if self.as_postgres:
+            shutil.chown(self.dir, "postgres", "postgres")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.tool("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                  "--no-sync", "--no-instructions")
+        conf = ("listen_addresses = '127.0.0.1'\nunix_socket_directories = ''\n"
+                "max_connections = 100\nfsync = off\nfull_page_writes = off\n"
+                "shared_buffers = 128MB\nlog_min_messages = warning\n"
+                f"port = {self.port}\n")
+        with open(os.path.join(self.data, "postgresql.auto.conf"), "w") as f:
+            f.write(conf)
+        self.tool("pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "server.log"), "-w",
+                  "start")
+
+    def server_cpu(self):
+        """CPU seconds of the server's exited processes: pgbench's backends once a run is over
+        and the postmaster has reaped them."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            pid = f.readline().strip()
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # cutime and cstime: fields 16 and 17 of stat, 14 and 15 after the name.
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+    def command(self, tool, *args):
+        cmd = [os.path.join(self.bindir, tool), *args]
+        return ["runuser", "-u", "postgres", "--", *cmd] if self.as_postgres else cmd
+
+    def tool(self, tool, *args):
+        subprocess.run(self.command(tool, *args), check=True, stdout=subprocess.DEVNULL)
+
+    def conn_args(self):
+        return ["-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"]
+
+    def psql(self, sql=None, file=None, vars=None):
+        cmd = [os.path.join(self.bindir, "psql"), *self.conn_args(), "-X", "-q", "-A", "-t",
+               "-v", "ON_ERROR_STOP=1", "-d", "bench"]
+        for k, v in (vars or {}).items():
+            cmd += ["-v", f"{k}={v}"]
+        cmd += ["-c", sql] if sql is not None else ["-f", file]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    def stop(self):
+        subprocess.run(self.command("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop"),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def statement(spec):
+    """A statement of a path as pgbench runs it: a benchmark script as it is, or a ledger
+    statement with its $n parameters bound to pgbench variables."""
+    if isinstance(spec, str):
+        return open(os.path.join(ROOT, spec)).read()
+    path, names = spec
+    sql = open(os.path.join(ROOT, path)).read().rstrip().rstrip(";")
+    return re.sub(r"\$(\d+)", lambda m: ":" + names[int(m.group(1)) - 1], sql) + "\n;\n"
+
+
+def scripts(paths, out):
+    """One pgbench script per path and kind: the id to use, the claim, and for a new delivery
+    the finish."""
+    ids = {
+        "new": "\\set id random(1, 9223372036854775806)\n",
+        "duplicate": f"\\set id {DUP_BASE} + random(1, {DUP_COUNT})\n",
+    }
+    written = {}
+    for name, _, _, claim, finish, sets in paths:
+        for kind, id_line in ids.items():
+            text = id_line + "".join(f"\\set {k} {v}\n" for k, v in sets.items())
+            text += "".join(statement(s) for s in claim)
+            if kind == "new":
+                text += "".join(statement(s) for s in finish)
+            path = os.path.join(out, f"{name}-{kind}.sql")
+            with open(path, "w") as f:
+                f.write(text)
+            written[(name, kind)] = path
+    return written
+
+
+def pgbench(cluster, script, clients, vars, secs=None, transactions=None):
+    """Runs `script`; returns (transactions per second, transactions processed, server CPU µs
+    per transaction)."""
+    cmd = [os.path.join(cluster.bindir, "pgbench"), *cluster.conn_args(), "-n", "-M", "prepared",
+           "-c", str(clients), "-j", str(min(clients, 2)), "-f", script]
+    cmd += ["-T", str(secs)] if secs else ["-t", str(transactions)]
+    for k, v in vars.items():
+        cmd += ["-D", f"{k}={v}"]
+    cmd.append("bench")
+    cpu = cluster.server_cpu()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0 or "number of failed transactions: 0" not in out.stdout:
+        sys.exit(f"pgbench {script} failed:\n{out.stdout}\n{out.stderr}")
+    tps = float(re.search(r"tps = ([0-9.]+)", out.stdout).group(1))
+    done = int(re.search(r"actually processed: (\d+)", out.stdout).group(1))
+    time.sleep(0.2)  # the postmaster reaps the backends
+    return tps, done, (cluster.server_cpu() - cpu) * 1e6 / max(done, 1)
+
+
+def rows(cluster, table):
+    """Rows in `table`, and rows it holds that are not done (every path finishes what it claims;
+    the bare table has no status)."""
+    status = "0" if table == "bench_bare" else f"count(*) FILTER (WHERE status <> 'done')"
+    line = cluster.psql(f"SELECT count(*), {status} FROM {table}")
+    return tuple(map(int, line.split("|")))
+
+
+def wal_per_delivery(cluster, script, vars):
+    """WAL bytes one delivery writes: one client, WAL_DELIVERIES transactions, after a
+    checkpoint."""
+    cluster.psql("CHECKPOINT")
+    before = cluster.psql("SELECT pg_current_wal_insert_lsn()")
+    pgbench(cluster, script, 1, vars, transactions=WAL_DELIVERIES)[0]
+    diff = cluster.psql(f"SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '{before}')")
+    return float(diff) / WAL_DELIVERIES
+
+
+def measure(cluster, paths, written, vars, secs, rounds, clients_list):
+    results = {}
+    for clients in clients_list:
+        for kind in ("new", "duplicate"):
+            rates = {name: [] for name, *_ in paths}
+            cpus = {name: [] for name, *_ in paths}
+            for r in range(rounds):
+                order = paths[r % len(paths):] + paths[:r % len(paths)]
+                for name, _, table, *_ in order:
+                    before, _ = rows(cluster, table)
+                    tps, done, cpu = pgbench(cluster, written[(name, kind)], clients, vars,
+                                             secs=secs)
+                    after, unfinished = rows(cluster, table)
+                    want = done if kind == "new" else 0
+                    if after - before != want or unfinished:
+                        sys.exit(f"{name} {kind}: {after - before} rows added for {done} "
+                                 f"deliveries, {unfinished} not done")
+                    rates[name].append(tps)
+                    cpus[name].append(cpu)
+            results[f"{kind}/{clients}"] = rates
+            results[f"cpu/{kind}/{clients}"] = cpus
+            print(f"  {kind:9} c={clients:2}: " + " | ".join(
+                f"{name} {statistics.median(r):7.0f}/s" for name, r in rates.items()), flush=True)
+    return results
+
+
+def ratio(results, path, base, kind, clients):
+    """The median over rounds of path's rate over base's in the same round."""
+    rates = results[f"{kind}/{clients}"]
+    return statistics.median(p / b for p, b in zip(rates[path], rates[base]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--secs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--clients", default="1,4,16")
+    ap.add_argument("--record", action="store_true", help="write the ratios to the baseline")
+    ap.add_argument("--no-gate", action="store_true", help="report without comparing (smoke runs)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench"))
+    ap.add_argument("--path", action="append", default=[],
+                    help="an extra path beside the others: name=table:claim.sql[,finish.sql] "
+                         "(files in benches/claim/, using pgbench variables)")
+    ap.add_argument("--setup", action="append", default=[],
+                    help="an extra SQL file (in benches/claim/) run after setup.sql")
+    args = ap.parse_args()
+    clients_list = [int(c) for c in args.clients.split(",")]
+    paths = list(PATHS)
+    for extra in args.path:
+        name, spec = extra.split("=", 1)
+        table, files = spec.split(":", 1)
+        claim, _, finish = files.partition(",")
+        finish = [f"benches/claim/{finish}"] if finish else []
+        paths.append((name, name, table, [f"benches/claim/{claim}"], finish, {}))
+
+    bindir = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()
+    if not os.path.exists(os.path.join(bindir, "pgbench")):
+        bindir = os.path.dirname(shutil.which("pgbench") or sys.exit("pgbench not found"))
+    os.makedirs(args.out, exist_ok=True)
+    scripts_dir = tempfile.mkdtemp(prefix="hookclaim-bench-scripts-")
+    os.chmod(scripts_dir, 0o755)
+    written = scripts(paths, scripts_dir)
+    vars = variables()
+
+    cluster = Cluster(bindir)
+    try:
+        subprocess.run(cluster.command("createdb", *cluster.conn_args(), "bench"), check=True)
+        for migration in sorted(os.listdir(os.path.join(ROOT, "migrations"))):
+            if migration.endswith(".sql"):
+                cluster.psql(file=os.path.join(ROOT, "migrations", migration))
+        for setup in ["setup.sql", *args.setup]:
+            cluster.psql(file=os.path.join(SQL, setup), vars=vars)
+        version = cluster.psql("SHOW server_version")
+        print(f"PostgreSQL {version}, port {cluster.port}; {args.rounds} rounds of {args.secs} s "
+              f"per path, alternating; load average {os.getloadavg()[0]:.1f} at start", flush=True)
+        wal = {}
+        for name, *_ in paths:
+            wal[name] = {kind: wal_per_delivery(cluster, written[(name, kind)], vars)
+                         for kind in ("new", "duplicate")}
+        cluster.psql("VACUUM ANALYZE")
+        results = measure(cluster, paths, written, vars, args.secs, args.rounds, clients_list)
+    finally:
+        cluster.stop()
+        shutil.rmtree(scripts_dir, ignore_errors=True)
+
+    ratios = {}
+    for path, base, kind in GATED:
+        for c in clients_list:
+            ratios[f"{path}/{base}/{kind}/{c}"] = round(ratio(results, path, base, kind, c), 3)
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average_at_end": os.getloadavg(),
+        "secs": args.secs,
+        "rounds": args.rounds,
+        "medians": {k: {p: statistics.median(v) for p, v in r.items()}
+                    for k, r in results.items()},
+        "wal_bytes_per_delivery": wal,
+        "ratios": ratios,
+    }
+    with open(os.path.join(args.out, "claim.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    text = markdown(results, wal, paths, clients_list)
+    print(text)
+    with open(os.path.join(args.out, "claim.md"), "w") as f:
+        f.write(text + "\n")
+
+    if args.record:
+        with open(BASELINE, "w") as f:
+            json.dump({"tolerance": TOLERANCE, "ratios": ratios}, f, indent=2)
+            f.write("\n")
+        print(f"recorded {BASELINE}")
+    elif not args.no_gate:
+        gate(ratios)
+
+
+def markdown(results, wal, paths, clients_list):
+    """The results as Markdown tables: rates and ratios, server CPU, WAL."""
+    lines = []
+    lines.append("\n| delivery | clients | " + " | ".join(label + " /s" for _, label, *_ in paths)
+                 + " | store-only / seeds | claim + finish / seeds | claim / bare |")
+    lines.append("|---|---:|" + "---:|" * (len(paths) + 3))
+    for kind in ("new", "duplicate"):
+        for c in clients_list:
+            rates = results[f"{kind}/{c}"]
+            cells = [f"{statistics.median(rates[name]):,.0f}" for name, *_ in paths]
+            shown = [ratio(results, p, b, kind, c) for p, b in
+                     (("store_only", "seeds"), ("claim_finish", "seeds"), ("store_only", "bare"))]
+            lines.append(f"| {kind} | {c} | " + " | ".join(cells) + " | "
+                         + " | ".join(f"{r:.2f}" for r in shown) + " |")
+    lines.append("\n| server CPU µs per delivery | clients | "
+                 + " | ".join(label for _, label, *_ in paths) + " |")
+    lines.append("|---|---:|" + "---:|" * len(paths))
+    for kind in ("new", "duplicate"):
+        for c in clients_list:
+            cpus = results[f"cpu/{kind}/{c}"]
+            lines.append(f"| {kind} | {c} | "
+                         + " | ".join(f"{statistics.median(cpus[n]):.1f}" for n, *_ in paths) + " |")
+    lines.append("\n| WAL bytes per delivery | " + " | ".join(label for _, label, *_ in paths) + " |")
+    lines.append("|---|" + "---:|" * len(paths))
+    for kind in ("new", "duplicate"):
+        lines.append(f"| {kind} | "
+                     + " | ".join(f"{wal[name][kind]:,.0f}" for name, *_ in paths) + " |")
+    return "\n".join(lines)
+
+
+def gate(ratios):
+    if not os.path.exists(BASELINE):
+        sys.exit(f"no baseline at {BASELINE}: run with --record")
+    baseline = json.load(open(BASELINE))
+    tolerance = baseline.get("tolerance", TOLERANCE)
+    failed = []
+    for key, committed in baseline["ratios"].items():
+        got = ratios.get(key)
+        if got is None:
+            continue
+        floor = committed * (1 - tolerance)
+        verdict = "ok" if got >= floor else "REGRESSION"
+        print(f"  {key:36} {got:.3f} against {committed:.3f} (floor {floor:.3f}): {verdict}")
+        if got < floor:
+            failed.append(key)
+    if failed:
+        sys.exit(f"claim benchmark: {len(failed)} ratio(s) fell more than "
+                 f"{tolerance:.0%} below benches/claim/baseline.json: {', '.join(failed)}")
+    print("claim benchmark: every ratio within "
+          f"{tolerance:.0%} of benches/claim/baseline.json")
+
+
+if __name__ == "__main__":
+    main()

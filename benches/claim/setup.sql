@@ -1,0 +1,38 @@
+-- The benchmark's two narrow tables beside the ledger, and the redelivered set in all three.
+-- psql variables: source, payload, sha, headers, event_type, id_origin, owner, lease_secs,
+-- long_key_retention, max_attempts, dup_base, dup_count (benches/claim.py sets them).
+
+-- The floor of deduplication: the unique key and the payload, nothing else.
+CREATE TABLE bench_bare (
+    source      text  NOT NULL,
+    delivery_id text  NOT NULL,
+    payload     bytea NOT NULL,
+    PRIMARY KEY (source, delivery_id)
+);
+
+-- A two-statement Strategy B handler's own table: the key, a status, the payload and two
+-- timestamps.
+CREATE TABLE bench_seeds (
+    source       text        NOT NULL,
+    delivery_id  text        NOT NULL,
+    status       text        NOT NULL,
+    payload      bytea       NOT NULL,
+    received_at  timestamptz NOT NULL DEFAULT now(),
+    processed_at timestamptz,
+    PRIMARY KEY (source, delivery_id)
+);
+
+INSERT INTO bench_bare (source, delivery_id, payload)
+SELECT :'source', (:dup_base::int8 + g)::text, :'payload'::bytea
+  FROM generate_series(1, :dup_count) AS g;
+
+INSERT INTO bench_seeds (source, delivery_id, status, payload, processed_at)
+SELECT :'source', (:dup_base::int8 + g)::text, 'done', :'payload'::bytea, now()
+  FROM generate_series(1, :dup_count) AS g;
+
+-- The ledger's redelivered rows, as the store-only claim leaves them.
+SELECT count(*)
+  FROM generate_series(1, :dup_count) AS g,
+       hookclaim_claim(:'source', (:dup_base::int8 + g)::text, :'owner', :lease_secs,
+                       :'payload', :'sha', :'headers', :'event_type', :'id_origin', true,
+                       :long_key_retention, :max_attempts);

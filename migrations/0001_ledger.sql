@@ -1,0 +1,232 @@
+-- The delivery ledger: one row per (source, delivery id), whose unique key decides every claim,
+-- the claim itself, and the takeover rule the claim and the retention reclaim share.
+-- docs/architecture.md, "The claim", walks through it; src/ledger/ runs it.
+
+CREATE TABLE hookclaim_deliveries (
+    source             text        NOT NULL,
+    delivery_id        text        NOT NULL,
+    -- Where the id came from: a header, the body, or the body's SHA-256 (the sender sent none).
+    id_origin          text        NOT NULL DEFAULT 'header',
+    status             text        NOT NULL,
+    -- 1 at the first claim, one more at each takeover.
+    attempt            integer     NOT NULL DEFAULT 1,
+    -- The invocation that holds the claim, or last held it; finishing is fenced on it and on
+    -- the attempt.
+    lease_owner        text,
+    lease_until        timestamptz,
+    next_attempt_at    timestamptz,
+    completed_at       timestamptz,
+    last_error         text,
+    -- What the delivery is re-driven and replayed from: the body exactly as signed (NULL once
+    -- trimmed), its SHA-256, the kept headers and the event type.
+    payload            bytea,
+    payload_sha256     bytea       NOT NULL,
+    headers            jsonb       NOT NULL DEFAULT '{}',
+    event_type         text,
+    payload_trimmed_at timestamptz,
+    -- The key is kept to KEY_RETENTION_DAYS, past the payload's RETENTION_DAYS: the source's
+    -- signatures do not expire, so only the remembered key refuses a replayed request.
+    long_key_retention boolean     NOT NULL DEFAULT false,
+    received_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at         timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT hookclaim_deliveries_pkey PRIMARY KEY (source, delivery_id),
+    -- PostgreSQL prepares a table's CHECKs again at every statement that writes a row (these
+    -- five, together, about 9 us a statement; BENCHMARKS.md): they keep the state machine
+    -- whole. The id origin, the hash and the payload are written by the claim alone.
+    CONSTRAINT hookclaim_status_known
+        CHECK (status IN ('processing', 'done', 'failed', 'dead')),
+    CONSTRAINT hookclaim_attempt_from_one CHECK (attempt >= 1),
+    -- Each state carries the time retention acts on, and only that one: a processing row its
+    -- lease end, a failed row its next attempt, a done or dead row its completion.
+    CONSTRAINT hookclaim_processing_has_lease
+        CHECK ((status = 'processing') = (lease_until IS NOT NULL)
+               AND (status <> 'processing' OR lease_owner IS NOT NULL)),
+    CONSTRAINT hookclaim_failed_has_next_attempt
+        CHECK ((status = 'failed') = (next_attempt_at IS NOT NULL)),
+    CONSTRAINT hookclaim_finished_has_completed_at
+        CHECK ((status IN ('done', 'dead')) = (completed_at IS NOT NULL))
+);
+
+-- The claim and every statement that names one delivery use the primary key.
+
+-- Purge (src/ledger/sql/purge.sql): finished rows of one key retention, oldest first. The done
+-- payload trim and the purge and trim counts walk it too.
+CREATE INDEX hookclaim_deliveries_finished_idx
+    ON hookclaim_deliveries (long_key_retention, completed_at)
+    WHERE status IN ('done', 'dead');
+
+-- Reclaim (src/ledger/sql/reclaim.sql): expired leases and due retries.
+CREATE INDEX hookclaim_deliveries_waiting_idx
+    ON hookclaim_deliveries (status, lease_until, next_attempt_at)
+    WHERE status IN ('processing', 'failed');
+
+-- The dead payload trim (src/ledger/sql/trim_dead.sql): dead rows that still hold a payload.
+CREATE INDEX hookclaim_deliveries_dead_payloads_idx
+    ON hookclaim_deliveries (completed_at)
+    WHERE status = 'dead' AND payload IS NOT NULL;
+
+-- Per-destination progress of a fanned-out delivery: one row for each destination that has
+-- taken it, so a re-drive skips those. The rows go with their delivery (the cascade walks this
+-- table's primary key, whose leading columns are the delivery's key).
+CREATE TABLE hookclaim_destination_progress (
+    source      text        NOT NULL,
+    delivery_id text        NOT NULL,
+    destination text        NOT NULL,
+    -- The attempt that delivered it, and what the destination answered (a message id, an event
+    -- id, an execution ARN, an HTTP status), for operators.
+    attempt     integer     NOT NULL,
+    detail      text,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT hookclaim_destination_progress_pkey PRIMARY KEY (source, delivery_id, destination),
+    CONSTRAINT hookclaim_destination_progress_delivery_fkey FOREIGN KEY (source, delivery_id)
+        REFERENCES hookclaim_deliveries (source, delivery_id) ON DELETE CASCADE
+);
+
+-- The takeover rule, written once: a row may be taken from its holder when its lease has ended
+-- or its retry is due. The planner inlines it, so the reclaim's index still serves it.
+CREATE FUNCTION hookclaim_takeover_due(
+    status text, lease_until timestamptz, next_attempt_at timestamptz)
+RETURNS boolean
+LANGUAGE sql STABLE
+RETURN (status = 'processing' AND lease_until <= now())
+    OR (status = 'failed' AND next_attempt_at <= now());
+
+-- Takes the row of (p_source, p_delivery_id) over for p_owner, if the takeover rule allows it
+-- and no other transaction holds the row: the next attempt under a new lease. An expired lease
+-- at the attempt cap is made dead instead, since every attempt so far died before it could
+-- record anything (a payload that kills the process). Never waits for a lock. Returns the row as
+-- it leaves it, or nothing. The claim and the retention reclaim both take rows with it.
+CREATE FUNCTION hookclaim_take_over(
+    p_source text, p_delivery_id text, p_owner text, p_lease_secs float8,
+    p_max_attempts integer)
+RETURNS SETOF hookclaim_deliveries
+LANGUAGE plpgsql
+AS $take_over$
+DECLARE
+    d hookclaim_deliveries;
+BEGIN
+    SELECT * INTO d FROM hookclaim_deliveries
+     WHERE source = p_source AND delivery_id = p_delivery_id
+       AND hookclaim_takeover_due(status, lease_until, next_attempt_at)
+       FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF d.status = 'processing' AND d.attempt >= p_max_attempts THEN
+        RETURN QUERY
+        UPDATE hookclaim_deliveries
+           SET status = 'dead', lease_owner = p_owner, lease_until = NULL, completed_at = now(),
+               last_error = format('gave up after %s attempts: processing never finished '
+                                   '(the invocation died each time)', d.attempt),
+               updated_at = now()
+         WHERE source = p_source AND delivery_id = p_delivery_id
+        RETURNING *;
+    ELSE
+        RETURN QUERY
+        UPDATE hookclaim_deliveries
+           SET status = 'processing', attempt = d.attempt + 1, lease_owner = p_owner,
+               lease_until = now() + make_interval(secs => p_lease_secs), next_attempt_at = NULL,
+               updated_at = now()
+         WHERE source = p_source AND delivery_id = p_delivery_id
+        RETURNING *;
+    END IF;
+END
+$take_over$;
+
+-- The claim: one call. It answers whether this invocation now owns the delivery, and at which
+-- attempt, or why not:
+--   claimed      this invocation owns it at `attempt` (p_store_only stores a new one done)
+--   done / dead  a duplicate of a finished delivery; same_payload compares the payload hashes
+--   in_progress  another invocation holds it, or is inserting or taking it over right now
+--   retry_later  it failed and its next attempt is due at retry_at
+--   gave_up      its lease expired at the attempt cap: made dead, not taken
+-- Nothing here waits for another transaction, and a duplicate of a finished delivery is
+-- answered from the first read alone, which locks and writes nothing. The headers come as JSON
+-- text, parsed only when a row is stored: most calls are duplicates.
+CREATE FUNCTION hookclaim_claim(
+    p_source text, p_delivery_id text, p_owner text, p_lease_secs float8,
+    p_payload bytea, p_payload_sha256 bytea, p_headers text, p_event_type text,
+    p_id_origin text, p_store_only boolean, p_long_key_retention boolean, p_max_attempts integer,
+    OUT state text, OUT attempt integer, OUT same_payload boolean, OUT retry_at timestamptz)
+LANGUAGE plpgsql
+AS $claim$
+DECLARE
+    d hookclaim_deliveries;
+BEGIN
+    -- 1. Read the key.
+    SELECT * INTO d FROM hookclaim_deliveries
+     WHERE source = p_source AND delivery_id = p_delivery_id;
+    IF NOT FOUND THEN
+        -- 2. A new key: insert it; of racing claimants, the unique key lets one win. One whose
+        -- insert has not committed holds this lock: the others answer at once, never wait.
+        IF NOT pg_try_advisory_xact_lock(hashtextextended(p_source || '/' || p_delivery_id, 0)) THEN
+            state := 'in_progress';
+            RETURN;
+        END IF;
+        INSERT INTO hookclaim_deliveries
+            (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
+             completed_at, payload, payload_sha256, headers, event_type, long_key_retention)
+        VALUES (p_source, p_delivery_id, p_id_origin,
+                CASE WHEN p_store_only THEN 'done' ELSE 'processing' END, 1, p_owner,
+                CASE WHEN NOT p_store_only THEN now() + make_interval(secs => p_lease_secs) END,
+                CASE WHEN p_store_only THEN now() END,
+                p_payload, p_payload_sha256, p_headers::jsonb, p_event_type, p_long_key_retention)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            state := 'claimed';
+            attempt := 1;
+            same_payload := true;
+            RETURN;
+        END IF;
+        SELECT * INTO d FROM hookclaim_deliveries
+         WHERE source = p_source AND delivery_id = p_delivery_id;
+    END IF;
+    attempt := d.attempt;
+    same_payload := d.payload_sha256 = p_payload_sha256;
+    -- 3. This owner's own earlier claim (a retry after its answer was lost) is still its own.
+    IF d.lease_owner = p_owner AND d.status IN ('processing', 'done') THEN
+        state := 'claimed';
+    -- 4. A finished delivery: a duplicate, answered from the row.
+    ELSIF d.status IN ('done', 'dead') THEN
+        state := d.status;
+    -- 5. An expired lease or a due retry: take it over, unless another claimant holds it now.
+    ELSIF hookclaim_takeover_due(d.status, d.lease_until, d.next_attempt_at) THEN
+        SELECT CASE t.status WHEN 'dead' THEN 'gave_up' ELSE 'claimed' END, t.attempt
+          INTO state, attempt
+          FROM hookclaim_take_over(p_source, p_delivery_id, p_owner, p_lease_secs, p_max_attempts) t;
+        state := coalesce(state, 'in_progress');
+    -- 6. Otherwise it is held under a live lease, or failed and not due yet.
+    ELSE
+        state := CASE WHEN d.status = 'failed' THEN 'retry_later' ELSE 'in_progress' END;
+        retry_at := d.next_attempt_at;
+    END IF;
+END
+$claim$;
+
+-- Where the next trim of done payloads starts (trim_done.sql and its count): the newest
+-- completion among done rows of one key retention, older than p_older_than seconds, whose
+-- payload is already dropped. Payloads are dropped oldest first, so those before it are gone
+-- already (but for a row a concurrent trim held and then rolled back, which keeps its payload
+-- until it is purged), and a trim reads about what it drops.
+CREATE FUNCTION hookclaim_trimmed_up_to(p_long_key_retention boolean, p_older_than float8)
+RETURNS timestamptz
+LANGUAGE sql STABLE
+RETURN coalesce((SELECT max(completed_at) FROM hookclaim_deliveries
+                  WHERE status = 'done' AND long_key_retention = p_long_key_retention
+                    AND payload IS NULL
+                    AND completed_at < now() - make_interval(secs => p_older_than)),
+                '-infinity');
+
+-- The deliveries a bulk replay selects (replay_page.sql and its count): failed or dead ones of
+-- one source, optionally of one event type and received in [p_after, p_before).
+CREATE FUNCTION hookclaim_replay_selection(
+    p_source text, p_event_type text, p_after timestamptz, p_before timestamptz)
+RETURNS SETOF hookclaim_deliveries
+LANGUAGE sql STABLE
+BEGIN ATOMIC
+    SELECT * FROM hookclaim_deliveries
+     WHERE source = p_source AND status IN ('failed', 'dead')
+       AND (p_event_type IS NULL OR event_type = p_event_type)
+       AND (p_after IS NULL OR received_at >= p_after)
+       AND (p_before IS NULL OR received_at < p_before);
+END;

@@ -1,0 +1,140 @@
+//! Fenced finishing: an attempt's outcome is recorded only while the row is still held by that
+//! attempt and owner, so an invocation whose lease was taken over cannot overwrite the newer
+//! owner's result.
+
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Error, GenericClient};
+
+/// How long an error text may be when it is stored; longer texts are cut at a char boundary.
+const MAX_ERROR_LEN: usize = 2000;
+
+/// Identifies one attempt at one delivery, for fenced finishing.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// Source name.
+    pub source: &'a str,
+    /// Delivery id.
+    pub delivery_id: &'a str,
+    /// Attempt number the claim returned.
+    pub attempt: i32,
+    /// The claimant's owner token.
+    pub owner: &'a str,
+}
+
+impl Attempt<'_> {
+    /// The fence's parameters, `$1` to `$4` of every finish.
+    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 4] {
+        [
+            (&self.source, Type::TEXT),
+            (&self.delivery_id, Type::TEXT),
+            (&self.attempt, Type::INT4),
+            (&self.owner, Type::TEXT),
+        ]
+    }
+}
+
+/// The result of a fenced finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The row was still held by this attempt and now records the outcome.
+    Applied,
+    /// Another attempt took the row over; nothing was changed.
+    Fenced,
+}
+
+impl Finish {
+    fn from_count(n: u64) -> Self {
+        if n == 1 {
+            Finish::Applied
+        } else {
+            Finish::Fenced
+        }
+    }
+}
+
+/// Marks the attempt done, unless another attempt has taken the row over. Inside a transaction,
+/// a fenced finish fails and so aborts it: a COMMIT that follows rolls back what the processor
+/// wrote (see `sql/finish_done.sql`).
+pub async fn finish_done(c: &impl GenericClient, at: &Attempt<'_>) -> Result<Finish, Error> {
+    match c
+        .query_typed(include_str!("sql/finish_done.sql"), &at.params())
+        .await
+    {
+        Ok(_) => Ok(Finish::Applied),
+        Err(e) if is_fenced(&e) => Ok(Finish::Fenced),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `e`, from [`finish_done`]'s statement, means "fenced".
+fn is_fenced(e: &Error) -> bool {
+    e.code() == Some(&SqlState::DIVISION_BY_ZERO)
+}
+
+/// Marks the attempt failed with `error`, due again after `retry_in`, unless fenced.
+pub async fn finish_failed(
+    c: &impl GenericClient,
+    at: &Attempt<'_>,
+    error: &str,
+    retry_in: Duration,
+) -> Result<Finish, Error> {
+    let [source, id, attempt, owner] = at.params();
+    let n = c
+        .execute_typed(
+            include_str!("sql/finish_failed.sql"),
+            &[
+                source,
+                id,
+                attempt,
+                owner,
+                (&truncate(error), Type::TEXT),
+                (&retry_in.as_secs_f64(), Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(Finish::from_count(n))
+}
+
+/// Marks the attempt dead with `error` (the payload stays for a replay), unless fenced.
+pub async fn finish_dead(
+    c: &impl GenericClient,
+    at: &Attempt<'_>,
+    error: &str,
+) -> Result<Finish, Error> {
+    let [source, id, attempt, owner] = at.params();
+    let n = c
+        .execute_typed(
+            include_str!("sql/finish_dead.sql"),
+            &[source, id, attempt, owner, (&truncate(error), Type::TEXT)],
+        )
+        .await?;
+    Ok(Finish::from_count(n))
+}
+
+fn truncate(error: &str) -> &str {
+    if error.len() <= MAX_ERROR_LEN {
+        return error;
+    }
+    let mut end = MAX_ERROR_LEN;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    &error[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_error_is_cut_at_a_char_boundary() {
+        assert_eq!(truncate("short"), "short");
+        let long = "é".repeat(MAX_ERROR_LEN);
+        let cut = truncate(&long);
+        assert!(cut.len() <= MAX_ERROR_LEN && cut.len() >= MAX_ERROR_LEN - 1);
+        assert!(cut.chars().all(|c| c == 'é'));
+    }
+}

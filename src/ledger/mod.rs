@@ -1,0 +1,69 @@
+//! The delivery ledger in PostgreSQL, one job per file: the claim, the fenced finishes, the
+//! retention reclaim, operators' replays, purge and trim, and the reads for reports.
+//!
+//! The schema and the claim itself are SQL (`migrations/0001_ledger.sql`); every statement the
+//! ledger sends is a whole `.sql` file in `sql/`, run as an unnamed statement in one round trip,
+//! which also works through a transaction pooler. Each function takes a
+//! [`tokio_postgres::GenericClient`], so production passes its connection and tests a
+//! transaction; [`crate::db::Session::run`] adds the deadline and the one reconnect.
+
+mod claim;
+mod finish;
+mod purge;
+mod reclaim;
+mod replay;
+mod stats;
+
+use std::collections::BTreeMap;
+
+use tokio_postgres::types::Json;
+use tokio_postgres::Row;
+
+pub use claim::{claim, Claim, Claimant, NewDelivery};
+pub use finish::{finish_dead, finish_done, finish_failed, Attempt, Finish};
+pub use purge::{
+    count_dead_trimmable, count_purgeable, count_trimmable, purge_batch, trim_batch,
+    trim_dead_batch,
+};
+pub use reclaim::{count_reclaimable, reclaim_next};
+pub use replay::{count_replayable, replay_page, take_for_replay, ReplayCursor, ReplayFilter};
+pub use stats::{state, stats, waiting, DeliveryState, LedgerStats, Waiting};
+
+/// A stored delivery as the retention function re-drives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDelivery {
+    /// Source name.
+    pub source: String,
+    /// Delivery id.
+    pub delivery_id: String,
+    /// Attempt number this claim holds.
+    pub attempt: i32,
+    /// Event type, where known.
+    pub event_type: Option<String>,
+    /// The raw body; `None` once trimmed.
+    pub payload: Option<Vec<u8>>,
+    /// The kept headers.
+    pub headers: BTreeMap<String, String>,
+    /// The last error recorded by an earlier attempt.
+    pub last_error: Option<String>,
+    /// Not taken over but made dead: its attempts kept dying unrecorded (see
+    /// [`Claimant::max_attempts`]). Nothing is to run.
+    pub gave_up: bool,
+}
+
+impl StoredDelivery {
+    /// From a row of `reclaim.sql` or `take_for_replay.sql`.
+    fn from_row(row: &Row) -> Self {
+        let headers: Json<BTreeMap<String, String>> = row.get("headers");
+        StoredDelivery {
+            source: row.get("source"),
+            delivery_id: row.get("delivery_id"),
+            attempt: row.get("attempt"),
+            event_type: row.get("event_type"),
+            payload: row.get("payload"),
+            headers: headers.0,
+            last_error: row.get("last_error"),
+            gave_up: row.get::<_, &str>("status") == "dead",
+        }
+    }
+}

@@ -1,0 +1,2 @@
+-- Whether hookclaim has ever migrated this database.
+SELECT to_regclass('hookclaim_schema_migrations') IS NOT NULL
