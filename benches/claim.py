@@ -43,7 +43,7 @@ BASELINE = os.path.join(SQL, "baseline.json")
 # place (benches/claim/*.sql use the variables directly).
 CLAIM = ("src/ledger/sql/claim.sql", ["source", "id", "owner", "lease_secs", "payload", "sha",
                                       "headers", "event_type", "id_origin", "store_only",
-                                      "long_key_retention", "max_attempts"])
+                                      "long_key_retention", "replay_guard", "max_attempts"])
 FINISH = ("src/ledger/sql/finish_done.sql", ["source", "id", "attempt", "owner"])
 
 # name, label, the table it writes, its claim statements, the statements that finish a new
@@ -100,6 +100,7 @@ def variables():
         "owner": "%032x" % 0x5EED,
         "lease_secs": "90.5",
         "long_key_retention": "true",
+        "replay_guard": "false",
         "max_attempts": "10",
         "attempt": "1",
         "dup_base": str(DUP_BASE),

@@ -1,6 +1,7 @@
 -- The benchmark's two narrow tables beside the ledger, and the redelivered set in all three.
 -- psql variables: source, payload, sha, headers, event_type, id_origin, owner, lease_secs,
--- long_key_retention, max_attempts, dup_base, dup_count (benches/claim.py sets them).
+-- long_key_retention, replay_guard, max_attempts, dup_base, dup_count (benches/claim.py sets
+-- them).
 
 -- The floor of deduplication: the unique key and the payload, nothing else.
 CREATE TABLE bench_bare (
@@ -35,4 +36,4 @@ SELECT count(*)
   FROM generate_series(1, :dup_count) AS g,
        hookclaim_claim(:'source', (:dup_base::int8 + g)::text, :'owner', :lease_secs,
                        :'payload', :'sha', :'headers', :'event_type', :'id_origin', true,
-                       :long_key_retention, :max_attempts);
+                       :long_key_retention, :replay_guard, :max_attempts);

@@ -131,6 +131,7 @@ async fn claim_as(c: &Client, source: &str, id: &str, body: &str, owner: &str) -
         payload_sha256: &hash,
         headers: &headers,
         long_key_retention: false,
+        replay_guard: false,
     };
     let claimant = Claimant {
         owner,

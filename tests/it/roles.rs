@@ -386,7 +386,8 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
         (200, "duplicate"),
     );
     // 202 in progress: another environment holds the claim.
-    let hash = sha256(b"{}");
+    let busy = br#"{"n":"busy-1"}"#;
+    let hash = sha256(busy);
     ledger::claim(
         &owner,
         &NewDelivery {
@@ -394,10 +395,11 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
             delivery_id: "busy-1",
             id_origin: hookclaim::verify::IdOrigin::Header,
             event_type: Some("push"),
-            payload: b"{}",
+            payload: busy,
             payload_sha256: &hash,
             headers: &Default::default(),
             long_key_retention: true,
+            replay_guard: true,
         },
         &Claimant {
             owner: "someone-else",
@@ -410,7 +412,7 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
     .unwrap();
     expect(
         "duplicate while another invocation holds it",
-        &hook.handle(send("busy-1", "{}")).await,
+        &hook.handle(send("busy-1", r#"{"n":"busy-1"}"#)).await,
         (202, "in_progress"),
     );
     // 503 failed, with Retry-After, then 503 retry_later for the redelivery not yet due.

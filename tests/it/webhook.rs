@@ -104,6 +104,7 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
                 payload_sha256: &hash,
                 headers: &headers,
                 long_key_retention: true,
+                replay_guard: true,
             },
             &Claimant {
                 owner: "someone-else",
