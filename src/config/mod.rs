@@ -177,6 +177,7 @@ mod tests {
         assert_eq!(c.database.tls, TlsMode::Require);
         assert_eq!(c.retention.retention, Duration::from_secs(30 * 86_400));
         assert_eq!(c.retry.max_attempts, 8);
+        assert_eq!(c.retention.redrive_timeout, Duration::from_secs(10));
         assert_eq!(c.processor, ProcessorChoice::Store);
         assert_eq!(c.sources["stripe"].max_body_bytes, DEFAULT_MAX_BODY_BYTES);
         assert!(!c.database.pooled);
@@ -304,6 +305,8 @@ mod tests {
             (&[("DATABASE_TLS", "sometimes")], "DATABASE_TLS"),
             (&[("DATABASE_TLS", "verify-full")], "DATABASE_CA_FILE"),
             (&[("MAX_ATTEMPTS", "0")], "MAX_ATTEMPTS"),
+            (&[("REDRIVE_TIMEOUT_SECS", "0")], "REDRIVE_TIMEOUT_SECS"),
+            (&[("REDRIVE_TIMEOUT_SECS", "901")], "REDRIVE_TIMEOUT_SECS"),
             (&[("RETENTION_DAYS", "ten")], "RETENTION_DAYS"),
             (
                 &[("RETENTION_DAYS", "90"), ("KEY_RETENTION_DAYS", "60")],

@@ -33,6 +33,7 @@ fn settings() -> RetentionSettings {
         trim_dead_after: None,
         batch_size: 1000,
         deadline_margin: Duration::from_secs(1),
+        redrive_timeout: Duration::from_secs(10),
     }
 }
 
