@@ -210,6 +210,13 @@ impl<P: Processor> Webhook<P> {
         self.ready.ensure(&mut session, &self.processor).await
     }
 
+    /// The same, applying the migrations and the processor's setup as the schema owner's
+    /// `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto` with `DATABASE_OWNER_*`).
+    pub fn with_owner(mut self, owner: Option<Database>) -> Self {
+        self.ready = self.ready.with_owner(owner);
+        self
+    }
+
     #[cfg(feature = "internals")]
     /// Replaces the clock used for signature timestamps (tests with recorded events).
     pub fn with_clock(mut self, clock: fn() -> SystemTime) -> Self {

@@ -218,6 +218,29 @@ mod tests {
     }
 
     #[test]
+    fn the_owners_login_is_read_apart_from_the_application_roles() {
+        assert!(with(&[]).unwrap().database.owner.is_none(), "one login");
+        let c = with(&[
+            ("DATABASE_SECRET_ARN", "arn:app"),
+            ("DATABASE_OWNER_SECRET_ARN", "arn:owner"),
+            ("DATABASE_OWNER_URL", "postgres://ignored@localhost/db"),
+        ])
+        .unwrap();
+        assert!(
+            matches!(&c.database.from, DatabaseFrom::SecretsManager { arn, .. } if arn == "arn:app")
+        );
+        assert!(matches!(
+            &c.database.owner,
+            Some(DatabaseFrom::SecretsManager { arn, .. }) if arn == "arn:owner"
+        ));
+        let local = with(&[("DATABASE_OWNER_URL", "postgres://owner@localhost/db")]).unwrap();
+        let Some(DatabaseFrom::Url(url)) = &local.database.owner else {
+            panic!("the owner's URL expected");
+        };
+        assert_eq!(url.get_user(), Some("owner"));
+    }
+
+    #[test]
     fn the_largest_body_limit_fits_lambdas_request_when_base64_encoded() {
         let at_limit =
             format!(r#"{{"big":{{"kind":"github","max_body_bytes":{MAX_BODY_BYTES_LIMIT}}}}}"#);
@@ -351,6 +374,24 @@ mod tests {
             (&[("DATABASE_PORT", "0")], "DATABASE_PORT"),
             (&[("DATABASE_PORT", "five")], "DATABASE_PORT"),
             (&[("HOOKCLAIM_MIGRATE", "sometimes")], "HOOKCLAIM_MIGRATE"),
+            (
+                &[("DATABASE_OWNER_URL", "mysql://nope:x:y")],
+                "DATABASE_OWNER_URL",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_MIGRATE", "never"),
+                    ("DATABASE_OWNER_URL", "postgres://owner@localhost/db"),
+                ],
+                "DATABASE_OWNER_URL",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_MIGRATE", "never"),
+                    ("DATABASE_OWNER_SECRET_ARN", "arn:owner"),
+                ],
+                "DATABASE_OWNER_SECRET_ARN",
+            ),
             (
                 &[(
                     "HOOKCLAIM_SOURCES",

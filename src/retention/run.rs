@@ -571,14 +571,10 @@ impl<P: Processor> Retention<P> {
         session: &mut Session<'_>,
         report: &mut Report,
     ) -> Result<(), RetentionError> {
+        let applied = self.ready.migrate(session, &self.processor).await?;
         let client = session.client().await?;
-        let applied = schema::migrate(client).await.map_err(classify)?;
         let version = schema::current_version(&*client).await.map_err(classify)?;
-        if !applied.is_empty() {
-            tracing::info!(versions = ?applied, "schema migrations applied");
-        }
         report.migrations = Some(MigrateReport { applied, version });
-        self.ready.ensure(session, &self.processor).await?;
         Ok(())
     }
 }
