@@ -171,10 +171,11 @@ BEGIN
     LOOP
         -- 1. Read the key; with the replay guard, if the key is new, the row holding this body.
         SELECT * INTO d FROM hookclaim_deliveries
-         WHERE source = p_source AND delivery_id = p_delivery_id
-        UNION ALL SELECT * FROM hookclaim_deliveries WHERE p_replay_guard AND source = p_source
-              AND payload_sha256 = p_payload_sha256 AND replay_guard
-        LIMIT 1;
+         WHERE source = p_source AND delivery_id = p_delivery_id;
+        IF NOT FOUND AND p_replay_guard THEN
+            SELECT * INTO d FROM hookclaim_deliveries
+             WHERE source = p_source AND payload_sha256 = p_payload_sha256 AND replay_guard;
+        END IF;
         EXIT WHEN FOUND;
         -- 2. New: insert it; of racing claimants, the unique keys let one win. One whose insert
         -- has not committed holds the lock on its key (and its body): the others answer at once.
@@ -193,17 +194,19 @@ BEGIN
                 CASE WHEN NOT p_store_only THEN now() + make_interval(secs => p_lease_secs) END,
                 CASE WHEN p_store_only THEN now() END, p_payload, p_payload_sha256,
                 p_headers::jsonb, p_event_type, p_long_key_retention, p_replay_guard)
-        ON CONFLICT DO NOTHING
-        RETURNING * INTO d;
-        -- Inserted: this owner's claim (3). If not, a row that went in since the read holds the
-        -- key or the body: read it again.
-        EXIT WHEN FOUND;
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            state := 'claimed';
+            attempt := 1;
+            same_payload := true;
+            RETURN;
+        END IF;
+        -- A row that went in since the read holds the key or the body: read it again.
     END LOOP;
     attempt := d.attempt;
     same_payload := d.payload_sha256 = p_payload_sha256;
     body_of := nullif(d.delivery_id, p_delivery_id);
-    -- 3. This owner's claim: the row just inserted, or its own earlier claim (a retry after its
-    -- answer was lost).
+    -- 3. This owner's own earlier claim (a retry after its answer was lost) is still its own.
     IF d.lease_owner = p_owner AND d.status IN ('processing', 'done') AND body_of IS NULL THEN
         state := 'claimed';
     -- 4. A finished delivery: a duplicate, answered from the row.

@@ -342,14 +342,16 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
     // Some senders count their attempts in the body, so a redelivery's payload may differ: it is
     // answered from the same read.
     let done_other = Sample::new("evt_quiet_done", r#"{"attempt":2}"#);
-    // With the replay guard, the same signed body under a new id: the body's row answers it.
+    // With the replay guard, the same signed body under a new id: the body's row answers it,
+    // read after the key's lookup found nothing.
     let resent = Sample::github("gh_quiet_resent", r#"{"ref":"main"}"#);
-    for (s, holder, want) in [
-        (&done, &done, Claim::Done { same_payload: true }),
-        (&dead, &dead, Claim::Dead { same_payload: true }),
+    for (s, holder, reads, want) in [
+        (&done, &done, 1, Claim::Done { same_payload: true }),
+        (&dead, &dead, 1, Claim::Dead { same_payload: true }),
         (
             &done_other,
             &done,
+            1,
             Claim::Done {
                 same_payload: false,
             },
@@ -357,6 +359,7 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
         (
             &resent,
             &guarded,
+            2,
             Claim::Resent {
                 of: guarded.id.clone(),
                 answer: Box::new(Claim::Done { same_payload: true }),
@@ -427,7 +430,11 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
             stats.get(4),
         );
         assert_eq!(calls, 1, "{}: one claim statement", s.id);
-        assert_eq!(nested, 1, "{}: the claim's read alone ran inside it", s.id);
+        assert_eq!(
+            nested, reads,
+            "{}: the claim's reads alone ran inside it",
+            s.id
+        );
         assert_eq!(
             (records, bytes, dirtied),
             (0, 0, 0),
