@@ -2,7 +2,7 @@
 """The claim benchmark: the ledger's statements against two narrow tables, as a regression gate.
 
 Starts a throwaway PostgreSQL cluster, applies migrations/*.sql, and runs pgbench (-M prepared,
-1 KB payload) over four paths, new and duplicate deliveries, at 1, 4 and 16 clients, in
+1 KB payload) over these paths, new and duplicate deliveries, at 1, 4 and 16 clients, in
 alternating rounds (each round runs every path once, in a rotating order):
 
   bare         INSERT … ON CONFLICT DO NOTHING into a table of the key and the payload
@@ -10,6 +10,11 @@ alternating rounds (each round runs every path once, in a rotating order):
                RETURNING (status processing), then UPDATE to done
   store_only   the store-only claim: the row is stored done in the claim
   claim_finish the claim, then the fenced finish
+  guarded_store_only, guarded_claim_finish
+               the same two for a source with the replay guard (each new delivery a body of
+               its own; a duplicate the same id and body)
+  resent_body  duplicates only: a guarded body re-sent under a new id, answered from the row
+               that holds it
 
 The statements are the .sql files in benches/claim/. Ratios between paths measured in the same
 rounds move much less with the machine's load than rates do, so the gate is on ratios: the run
@@ -43,30 +48,57 @@ BASELINE = os.path.join(SQL, "baseline.json")
 # place (benches/claim/*.sql use the variables directly).
 CLAIM = ("src/ledger/sql/claim.sql", ["source", "id", "owner", "lease_secs", "payload", "sha",
                                       "headers", "event_type", "id_origin", "store_only",
-                                      "long_key_retention", "max_attempts"])
+                                      "long_key_retention", "replay_guard", "max_attempts"])
 FINISH = ("src/ledger/sql/finish_done.sql", ["source", "id", "attempt", "owner"])
-
-# name, label, the table it writes, its claim statements, the statements that finish a new
-# delivery (a duplicate is not finished), and pgbench variables of its own.
-PATHS = [
-    ("bare", "bare insert", "bench_bare", ["benches/claim/bare.sql"], [], {}),
-    ("seeds", "seeds' handler", "bench_seeds", ["benches/claim/seeds.sql"],
-     ["benches/claim/seeds-finish.sql"], {}),
-    ("store_only", "store-only claim", "hookclaim_deliveries", [CLAIM], [], {"store_only": 1}),
-    ("claim_finish", "claim + finish", "hookclaim_deliveries", [CLAIM], [FINISH],
-     {"store_only": 0}),
-]
-
-# The ratios the gate holds: (path, baseline path, kind).
-GATED = [
-    ("store_only", "seeds", "new"),
-    ("claim_finish", "seeds", "new"),
-    ("store_only", "bare", "duplicate"),
-]
 
 # Redelivered ids: DUP_BASE + 1 ..= DUP_BASE + DUP_COUNT, 19 digits like the random new ones.
 DUP_BASE = 1_000_000_000_000_000_000
 DUP_COUNT = 10_000
+
+# The claim for a source with the replay guard: its own source name, and the body's hash bound
+# as the SHA-256 of the pgbench variable `body` (an integer), so that each new delivery carries
+# a body of its own (an entry starting with "=" is an SQL expression, not a variable). Computing
+# it costs the server well under a microsecond.
+GUARDED_CLAIM = ("src/ledger/sql/claim.sql",
+                 ["guarded_source", "id", "owner", "lease_secs", "payload",
+                  "=sha256(int8send(:body))", "headers", "event_type", "id_origin", "store_only",
+                  "long_key_retention", "replay_guard", "max_attempts"])
+GUARDED_FINISH = ("src/ledger/sql/finish_done.sql", ["guarded_source", "id", "attempt", "owner"])
+
+KINDS = ("new", "duplicate")
+
+# name, label, the table it writes, its claim statements, the statements that finish a new
+# delivery (a duplicate is not finished), pgbench variables of its own, and the kinds it runs.
+PATHS = [
+    ("bare", "bare insert", "bench_bare", ["benches/claim/bare.sql"], [], {}, KINDS),
+    ("seeds", "seeds' handler", "bench_seeds", ["benches/claim/seeds.sql"],
+     ["benches/claim/seeds-finish.sql"], {}, KINDS),
+    ("store_only", "store-only claim", "hookclaim_deliveries", [CLAIM], [], {"store_only": 1},
+     KINDS),
+    ("claim_finish", "claim + finish", "hookclaim_deliveries", [CLAIM], [FINISH],
+     {"store_only": 0}, KINDS),
+    ("guarded_store_only", "guarded store-only", "hookclaim_deliveries", [GUARDED_CLAIM], [],
+     {"store_only": 1, "replay_guard": 1, "body": ":id"}, KINDS),
+    ("guarded_claim_finish", "guarded claim + finish", "hookclaim_deliveries", [GUARDED_CLAIM],
+     [GUARDED_FINISH], {"store_only": 0, "replay_guard": 1, "body": ":id"}, KINDS),
+    # A new id carrying the body of one of the finished guarded rows.
+    ("resent_body", "body re-sent, new id", "hookclaim_deliveries", [GUARDED_CLAIM], [],
+     {"store_only": 1, "replay_guard": 1, "id": "random(1, 9223372036854775806)",
+      "body": f"{DUP_BASE} + random(1, {DUP_COUNT})"}, ("duplicate",)),
+]
+
+# The ratios the gate holds: (path, baseline path, kind). A ratio the baseline does not hold yet
+# is reported and recorded by --record, not gated.
+GATED = [
+    ("store_only", "seeds", "new"),
+    ("claim_finish", "seeds", "new"),
+    ("store_only", "bare", "duplicate"),
+    ("guarded_store_only", "store_only", "new"),
+    ("guarded_claim_finish", "claim_finish", "new"),
+    ("guarded_store_only", "store_only", "duplicate"),
+    ("resent_body", "store_only", "duplicate"),
+]
+
 BODY_BYTES = 1024
 TOLERANCE = 0.10
 WAL_DELIVERIES = 2000
@@ -99,7 +131,9 @@ def variables():
         "id_origin": "header",
         "owner": "%032x" % 0x5EED,
         "lease_secs": "90.5",
+        "guarded_source": "github-guarded",
         "long_key_retention": "true",
+        "replay_guard": "false",
         "max_attempts": "10",
         "attempt": "1",
         "dup_base": str(DUP_BASE),
@@ -158,7 +192,9 @@ class Cluster:
         for k, v in (vars or {}).items():
             cmd += ["-v", f"{k}={v}"]
         cmd += ["-c", sql] if sql is not None else ["-f", file]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"psql {file or sql[:60]} failed:\n{out.stderr}")
         return out.stdout.strip()
 
     def stop(self):
@@ -169,12 +205,18 @@ class Cluster:
 
 def statement(spec):
     """A statement of a path as pgbench runs it: a benchmark script as it is, or a ledger
-    statement with its $n parameters bound to pgbench variables."""
+    statement with its $n parameters bound to pgbench variables (or, for a name starting with
+    "=", to the SQL expression after it)."""
     if isinstance(spec, str):
         return open(os.path.join(ROOT, spec)).read()
     path, names = spec
+
+    def bound(m):
+        name = names[int(m.group(1)) - 1]
+        return name[1:] if name.startswith("=") else ":" + name
+
     sql = open(os.path.join(ROOT, path)).read().rstrip().rstrip(";")
-    return re.sub(r"\$(\d+)", lambda m: ":" + names[int(m.group(1)) - 1], sql) + "\n;\n"
+    return re.sub(r"\$(\d+)", bound, sql) + "\n;\n"
 
 
 def scripts(paths, out):
@@ -185,9 +227,9 @@ def scripts(paths, out):
         "duplicate": f"\\set id {DUP_BASE} + random(1, {DUP_COUNT})\n",
     }
     written = {}
-    for name, _, _, claim, finish, sets in paths:
-        for kind, id_line in ids.items():
-            text = id_line + "".join(f"\\set {k} {v}\n" for k, v in sets.items())
+    for name, _, _, claim, finish, sets, kinds in paths:
+        for kind in kinds:
+            text = ids[kind] + "".join(f"\\set {k} {v}\n" for k, v in sets.items())
             text += "".join(statement(s) for s in claim)
             if kind == "new":
                 text += "".join(statement(s) for s in finish)
@@ -238,11 +280,12 @@ def wal_per_delivery(cluster, script, vars):
 def measure(cluster, paths, written, vars, secs, rounds, clients_list):
     results = {}
     for clients in clients_list:
-        for kind in ("new", "duplicate"):
-            rates = {name: [] for name, *_ in paths}
-            cpus = {name: [] for name, *_ in paths}
+        for kind in KINDS:
+            running = [p for p in paths if kind in p[-1]]
+            rates = {name: [] for name, *_ in running}
+            cpus = {name: [] for name, *_ in running}
             for r in range(rounds):
-                order = paths[r % len(paths):] + paths[:r % len(paths)]
+                order = running[r % len(running):] + running[:r % len(running)]
                 for name, _, table, *_ in order:
                     before, _ = rows(cluster, table)
                     tps, done, cpu = pgbench(cluster, written[(name, kind)], clients, vars,
@@ -288,7 +331,7 @@ def main():
         table, files = spec.split(":", 1)
         claim, _, finish = files.partition(",")
         finish = [f"benches/claim/{finish}"] if finish else []
-        paths.append((name, name, table, [f"benches/claim/{claim}"], finish, {}))
+        paths.append((name, name, table, [f"benches/claim/{claim}"], finish, {}, KINDS))
 
     bindir = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()
     if not os.path.exists(os.path.join(bindir, "pgbench")):
@@ -311,9 +354,9 @@ def main():
         print(f"PostgreSQL {version}, port {cluster.port}; {args.rounds} rounds of {args.secs} s "
               f"per path, alternating; load average {os.getloadavg()[0]:.1f} at start", flush=True)
         wal = {}
-        for name, *_ in paths:
+        for name, *_, kinds in paths:
             wal[name] = {kind: wal_per_delivery(cluster, written[(name, kind)], vars)
-                         for kind in ("new", "duplicate")}
+                         for kind in kinds}
         cluster.psql("VACUUM ANALYZE")
         results = measure(cluster, paths, written, vars, args.secs, args.rounds, clients_list)
     finally:
@@ -350,33 +393,60 @@ def main():
         gate(ratios)
 
 
+# The guarded paths, shown beside the unguarded ones in a table of their own.
+GUARD_TABLE = [("store_only", "guarded_store_only"), ("claim_finish", "guarded_claim_finish")]
+GUARD_PATHS = {"guarded_store_only", "guarded_claim_finish", "resent_body"}
+
+
 def markdown(results, wal, paths, clients_list):
-    """The results as Markdown tables: rates and ratios, server CPU, WAL."""
+    """The results as Markdown tables: rates and ratios, the replay guard's beside them, server
+    CPU, WAL. A path that does not run a kind shows "–" there."""
+    def median(key, name, fmt):
+        values = results[key].get(name)
+        return fmt(statistics.median(values)) if values else "–"
+
+    def ratio_cell(path, base, kind, c):
+        if path not in results[f"{kind}/{c}"] or base not in results[f"{kind}/{c}"]:
+            return "–"
+        return f"{ratio(results, path, base, kind, c):.2f}"
+
     lines = []
-    lines.append("\n| delivery | clients | " + " | ".join(label + " /s" for _, label, *_ in paths)
+    plain = [p for p in paths if p[0] not in GUARD_PATHS]
+    lines.append("\n| delivery | clients | " + " | ".join(label + " /s" for _, label, *_ in plain)
                  + " | store-only / seeds | claim + finish / seeds | claim / bare |")
-    lines.append("|---|---:|" + "---:|" * (len(paths) + 3))
-    for kind in ("new", "duplicate"):
+    lines.append("|---|---:|" + "---:|" * (len(plain) + 3))
+    for kind in KINDS:
         for c in clients_list:
-            rates = results[f"{kind}/{c}"]
-            cells = [f"{statistics.median(rates[name]):,.0f}" for name, *_ in paths]
-            shown = [ratio(results, p, b, kind, c) for p, b in
+            cells = [median(f"{kind}/{c}", name, lambda v: f"{v:,.0f}") for name, *_ in plain]
+            shown = [ratio_cell(p, b, kind, c) for p, b in
                      (("store_only", "seeds"), ("claim_finish", "seeds"), ("store_only", "bare"))]
-            lines.append(f"| {kind} | {c} | " + " | ".join(cells) + " | "
-                         + " | ".join(f"{r:.2f}" for r in shown) + " |")
+            lines.append(f"| {kind} | {c} | " + " | ".join(cells + shown) + " |")
+
+    guard = [name for pair in GUARD_TABLE for name in pair] + ["resent_body"]
+    labels = {name: label for name, label, *_ in paths}
+    lines.append("\n| replay guard | clients | " + " | ".join(labels[n] + " /s" for n in guard)
+                 + " | guarded / unguarded store-only | guarded / unguarded claim + finish"
+                 + " | body re-sent / store-only duplicate |")
+    lines.append("|---|---:|" + "---:|" * (len(guard) + 3))
+    for kind in KINDS:
+        for c in clients_list:
+            cells = [median(f"{kind}/{c}", name, lambda v: f"{v:,.0f}") for name in guard]
+            shown = [ratio_cell(g, u, kind, c) for u, g in GUARD_TABLE]
+            shown.append(ratio_cell("resent_body", "store_only", kind, c))
+            lines.append(f"| {kind} | {c} | " + " | ".join(cells + shown) + " |")
+
     lines.append("\n| server CPU µs per delivery | clients | "
                  + " | ".join(label for _, label, *_ in paths) + " |")
     lines.append("|---|---:|" + "---:|" * len(paths))
-    for kind in ("new", "duplicate"):
+    for kind in KINDS:
         for c in clients_list:
-            cpus = results[f"cpu/{kind}/{c}"]
-            lines.append(f"| {kind} | {c} | "
-                         + " | ".join(f"{statistics.median(cpus[n]):.1f}" for n, *_ in paths) + " |")
+            lines.append(f"| {kind} | {c} | " + " | ".join(
+                median(f"cpu/{kind}/{c}", n, lambda v: f"{v:.1f}") for n, *_ in paths) + " |")
     lines.append("\n| WAL bytes per delivery | " + " | ".join(label for _, label, *_ in paths) + " |")
     lines.append("|---|" + "---:|" * len(paths))
-    for kind in ("new", "duplicate"):
-        lines.append(f"| {kind} | "
-                     + " | ".join(f"{wal[name][kind]:,.0f}" for name, *_ in paths) + " |")
+    for kind in KINDS:
+        lines.append(f"| {kind} | " + " | ".join(
+            f"{wal[name][kind]:,.0f}" if kind in wal[name] else "–" for name, *_ in paths) + " |")
     return "\n".join(lines)
 
 

@@ -27,6 +27,9 @@ CREATE TABLE hookclaim_deliveries (
     -- The key is kept to KEY_RETENTION_DAYS, past the payload's RETENTION_DAYS: the source's
     -- signatures do not expire, so only the remembered key refuses a replayed request.
     long_key_retention boolean     NOT NULL DEFAULT false,
+    -- The source's replay guard: its signature covers neither the delivery id nor a checked
+    -- timestamp, so the body's hash is a key too, for as long as the row is kept.
+    replay_guard       boolean     NOT NULL DEFAULT false,
     received_at        timestamptz NOT NULL DEFAULT now(),
     updated_at         timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT hookclaim_deliveries_pkey PRIMARY KEY (source, delivery_id),
@@ -48,6 +51,13 @@ CREATE TABLE hookclaim_deliveries (
 );
 
 -- The claim and every statement that names one delivery use the primary key.
+
+-- The replay guard (hookclaim_claim): a guarded source's body is stored once, whatever the
+-- delivery id it came under. Only guarded rows are in it, so other sources' claims neither
+-- write nor check it. Like the primary key, it leads with the source.
+CREATE UNIQUE INDEX hookclaim_deliveries_guarded_body_idx
+    ON hookclaim_deliveries (source, payload_sha256)
+    WHERE replay_guard;
 
 -- Purge (src/ledger/sql/purge.sql): finished rows of one key retention, oldest first. The done
 -- payload trim and the purge and trim counts walk it too.
@@ -140,37 +150,50 @@ $take_over$;
 --   in_progress  another invocation holds it, or is inserting or taking it over right now
 --   retry_later  it failed and its next attempt is due at retry_at
 --   gave_up      its lease expired at the attempt cap: made dead, not taken
--- Nothing here waits for another transaction, and a duplicate of a finished delivery is
--- answered from the first read alone, which locks and writes nothing. The headers come as JSON
--- text, parsed only when a row is stored: most calls are duplicates.
+-- With p_replay_guard (the source's signature covers neither the id nor a checked timestamp),
+-- the body is a key too: a body stored under another id is answered from that delivery's row,
+-- whose id comes back in body_of, and is never run under this id; and a row is taken over only
+-- by its own body. Nothing here waits for another transaction, and a duplicate of a finished
+-- delivery is answered from the reads alone, which lock and write nothing. The headers come as
+-- JSON text, parsed only when a row is stored: most calls are duplicates.
 CREATE FUNCTION hookclaim_claim(
     p_source text, p_delivery_id text, p_owner text, p_lease_secs float8,
     p_payload bytea, p_payload_sha256 bytea, p_headers text, p_event_type text,
-    p_id_origin text, p_store_only boolean, p_long_key_retention boolean, p_max_attempts integer,
-    OUT state text, OUT attempt integer, OUT same_payload boolean, OUT retry_at timestamptz)
+    p_id_origin text, p_store_only boolean, p_long_key_retention boolean,
+    p_replay_guard boolean, p_max_attempts integer,
+    OUT state text, OUT attempt integer, OUT same_payload boolean, OUT retry_at timestamptz,
+    OUT body_of text)
 LANGUAGE plpgsql
 AS $claim$
 DECLARE
     d hookclaim_deliveries;
 BEGIN
-    -- 1. Read the key.
-    SELECT * INTO d FROM hookclaim_deliveries
-     WHERE source = p_source AND delivery_id = p_delivery_id;
-    IF NOT FOUND THEN
-        -- 2. A new key: insert it; of racing claimants, the unique key lets one win. One whose
-        -- insert has not committed holds this lock: the others answer at once, never wait.
-        IF NOT pg_try_advisory_xact_lock(hashtextextended(p_source || '/' || p_delivery_id, 0)) THEN
+    LOOP
+        -- 1. Read the key; with the replay guard, if the key is new, the row holding this body.
+        SELECT * INTO d FROM hookclaim_deliveries
+         WHERE source = p_source AND delivery_id = p_delivery_id;
+        IF NOT FOUND AND p_replay_guard THEN
+            SELECT * INTO d FROM hookclaim_deliveries
+             WHERE source = p_source AND payload_sha256 = p_payload_sha256 AND replay_guard;
+        END IF;
+        EXIT WHEN FOUND;
+        -- 2. New: insert it; of racing claimants, the unique keys let one win. One whose insert
+        -- has not committed holds the lock on its key (and its body): the others answer at once.
+        IF NOT pg_try_advisory_xact_lock(hashtextextended(p_source || '/' || p_delivery_id, 0))
+           OR p_replay_guard AND NOT pg_try_advisory_xact_lock(
+                  hashtextextended(p_source || '/' || encode(p_payload_sha256, 'hex'), 1)) THEN
             state := 'in_progress';
             RETURN;
         END IF;
         INSERT INTO hookclaim_deliveries
             (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
-             completed_at, payload, payload_sha256, headers, event_type, long_key_retention)
+             completed_at, payload, payload_sha256, headers, event_type, long_key_retention,
+             replay_guard)
         VALUES (p_source, p_delivery_id, p_id_origin,
                 CASE WHEN p_store_only THEN 'done' ELSE 'processing' END, 1, p_owner,
                 CASE WHEN NOT p_store_only THEN now() + make_interval(secs => p_lease_secs) END,
-                CASE WHEN p_store_only THEN now() END,
-                p_payload, p_payload_sha256, p_headers::jsonb, p_event_type, p_long_key_retention)
+                CASE WHEN p_store_only THEN now() END, p_payload, p_payload_sha256,
+                p_headers::jsonb, p_event_type, p_long_key_retention, p_replay_guard)
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
             state := 'claimed';
@@ -178,24 +201,26 @@ BEGIN
             same_payload := true;
             RETURN;
         END IF;
-        SELECT * INTO d FROM hookclaim_deliveries
-         WHERE source = p_source AND delivery_id = p_delivery_id;
-    END IF;
+        -- A row that went in since the read holds the key or the body: read it again.
+    END LOOP;
     attempt := d.attempt;
     same_payload := d.payload_sha256 = p_payload_sha256;
+    body_of := nullif(d.delivery_id, p_delivery_id);
     -- 3. This owner's own earlier claim (a retry after its answer was lost) is still its own.
-    IF d.lease_owner = p_owner AND d.status IN ('processing', 'done') THEN
+    IF d.lease_owner = p_owner AND d.status IN ('processing', 'done') AND body_of IS NULL THEN
         state := 'claimed';
     -- 4. A finished delivery: a duplicate, answered from the row.
     ELSIF d.status IN ('done', 'dead') THEN
         state := d.status;
-    -- 5. An expired lease or a due retry: take it over, unless another claimant holds it now.
-    ELSIF hookclaim_takeover_due(d.status, d.lease_until, d.next_attempt_at) THEN
+    -- 5. An expired lease or a due retry: take it over (guarded: only under its own id, with its
+    -- own body), unless another claimant holds it now.
+    ELSIF hookclaim_takeover_due(d.status, d.lease_until, d.next_attempt_at)
+          AND (NOT p_replay_guard OR same_payload AND body_of IS NULL) THEN
         SELECT CASE t.status WHEN 'dead' THEN 'gave_up' ELSE 'claimed' END, t.attempt
           INTO state, attempt
           FROM hookclaim_take_over(p_source, p_delivery_id, p_owner, p_lease_secs, p_max_attempts) t;
         state := coalesce(state, 'in_progress');
-    -- 6. Otherwise it is held under a live lease, or failed and not due yet.
+    -- 6. Otherwise it is held under a live lease, or failed and not due yet (or left, guarded).
     ELSE
         state := CASE WHEN d.status = 'failed' THEN 'retry_later' ELSE 'in_progress' END;
         retry_at := d.next_attempt_at;

@@ -1012,7 +1012,11 @@ def local_environment():
             "HOOKCLAIM_SECRETS": json.dumps(secrets, separators=(",", ":")),
             "HOOKCLAIM_SECRETS_ARN": "",
         },
-        "RetentionFunction": {},
+        # The template gives the retention function the owner's secret to migrate with; locally
+        # the one login (DATABASE_URL) migrates too.
+        "RetentionFunction": {
+            "DATABASE_OWNER_SECRET_ARN": "",
+        },
     }
 
 

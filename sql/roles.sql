@@ -1,5 +1,6 @@
--- hookclaim's database roles: an owner that applies the migrations, and an application role
--- with data rights only on hookclaim's tables, for the internet-facing webhook function.
+-- hookclaim's database roles: an owner that applies the migrations and the processor's setup,
+-- and an application role with data rights only on hookclaim's tables, which both functions do
+-- everything else with: deliveries, re-drives, replays, purge and stats.
 --
 -- Run once with psql as an administrator (the RDS master user), connected to the database
 -- hookclaim uses. Running it again is safe: it sets the passwords and grants again.
@@ -9,7 +10,9 @@
 --        -f sql/roles.sql
 --
 -- The same passwords go into the two secrets the template takes (DatabaseOwnerSecretArn,
--- DatabaseSecretArn), as {"username": "...", "password": "..."}.
+-- DatabaseSecretArn), as {"username": "...", "password": "..."}. The retention function holds
+-- both: the owner's only to migrate (DATABASE_OWNER_SECRET_ARN), the application role's for its
+-- work; the webhook function holds the application role's alone.
 --
 -- IAM variant (DbIamAuth=true, connecting straight to the database): add -v iam=1 and leave
 -- out app_password. The application role then has no password and is granted rds_iam, so it
@@ -18,8 +21,9 @@
 -- authentication then happens between the function and the proxy).
 --
 -- Variables (psql -v name=value), with their defaults:
---   owner_role      hookclaim_owner   owns the schema and its tables; the retention function
---   app_role        hookclaim_app     SELECT/INSERT/UPDATE/DELETE on them; the webhook function
+--   owner_role      hookclaim_owner   owns the schema and its tables; migrates
+--   app_role        hookclaim_app     SELECT/INSERT/UPDATE/DELETE on them (SELECT only on
+--                                     hookclaim_schema_migrations); both functions' work
 --   schema          hookclaim         where hookclaim's tables live (each role's search_path)
 --   owner_password  (required)
 --   app_password    (required unless iam=1)
@@ -97,6 +101,12 @@ ALTER DEFAULT PRIVILEGES FOR ROLE :"owner_role" IN SCHEMA :"schema"
   GRANT USAGE, SELECT ON SEQUENCES TO :"app_role";
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA :"schema" TO :"app_role";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA :"schema" TO :"app_role";
+-- Except the record of applied migrations, which only the owner writes (the migration that
+-- creates it takes back what the default privileges above give; this covers a run of this
+-- script after the first migration).
+SELECT format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %I.hookclaim_schema_migrations FROM %I',
+              :'schema', :'app_role')
+ WHERE to_regclass(format('%I.hookclaim_schema_migrations', :'schema')) IS NOT NULL \gexec
 
 -- Server-side timeouts for connections that cannot send them at startup (DATABASE_POOLED=true:
 -- RDS Proxy, PgBouncer). They match DATABASE_STATEMENT_TIMEOUT_MS's default (5000) and the

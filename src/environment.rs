@@ -22,10 +22,15 @@ pub enum StartupError {
     /// The database settings cannot work (e.g. an unreadable CA bundle).
     #[error(transparent)]
     Database(#[from] DbError),
-    /// The database credentials secret could not be read or parsed.
+    /// A database credentials secret could not be read or parsed.
     #[cfg(feature = "secrets-manager")]
-    #[error("DATABASE_SECRET_ARN: {0}")]
-    DatabaseSecret(String),
+    #[error("{setting}: {why}")]
+    DatabaseSecret {
+        /// The setting naming the secret.
+        setting: &'static str,
+        /// What went wrong.
+        why: String,
+    },
 }
 
 /// The execution environment's one AWS configuration, shared by the webhook secrets and the
@@ -51,7 +56,9 @@ fn shared_aws() -> SharedAws {
 /// (read now, once), with `DATABASE_HOST`/`DATABASE_PORT`/`DATABASE_NAME` applied over it, or
 /// an RDS IAM token for the user, host and port those name. A login that lacks a piece (an
 /// RDS-managed secret without `DATABASE_HOST`) stops the cold start naming the setting. Does
-/// not connect; the first use does.
+/// not connect; the first use does. For tools and tests: the functions build theirs with
+/// [`webhook`] and [`retention`].
+#[cfg(feature = "internals")]
 pub async fn database(config: &Config) -> Result<Database, StartupError> {
     database_with(config, &shared_aws()).await
 }
@@ -62,7 +69,12 @@ async fn database_with(config: &Config, aws: &SharedAws) -> Result<Database, Sta
         DatabaseFrom::SecretsManager {
             arn,
             min_refresh_interval,
-        } => secret_login(config, arn, *min_refresh_interval, aws).await?,
+        } => {
+            // An IAM token stands in for the password.
+            let need_password = !config.database.iam_auth;
+            let secret = ("DATABASE_SECRET_ARN", arn.as_str(), need_password);
+            secret_login(config, secret, *min_refresh_interval, aws).await?
+        }
     };
     if config.database.iam_auth {
         if let Some(user) = &config.database.iam_user {
@@ -85,27 +97,59 @@ async fn database_with(config: &Config, aws: &SharedAws) -> Result<Database, Sta
     )?)
 }
 
-/// The login held in the RDS-format secret `arn`, read now, and the credentials that read it
-/// again when the server refuses it.
+/// The schema owner's database, when the configuration names its login
+/// (`DATABASE_OWNER_SECRET_ARN`, read now, or `DATABASE_OWNER_URL`): the same host settings,
+/// TLS and timeouts as the main login, and always the owner's password (never an IAM token).
+/// Used only to migrate and to run the processor's setup; does not connect.
+async fn owner_database(
+    config: &Config,
+    aws: &SharedAws,
+) -> Result<Option<Database>, StartupError> {
+    let Some(from) = &config.database.owner else {
+        return Ok(None);
+    };
+    let (pg, credentials) = match from {
+        DatabaseFrom::Url(url) => (
+            config.database.url_login_from(url, "DATABASE_OWNER_URL")?,
+            Credentials::Fixed,
+        ),
+        DatabaseFrom::SecretsManager {
+            arn,
+            min_refresh_interval,
+        } => {
+            let secret = ("DATABASE_OWNER_SECRET_ARN", arn.as_str(), true);
+            secret_login(config, secret, *min_refresh_interval, aws).await?
+        }
+    };
+    Ok(Some(Database::with_credentials(
+        config.database.settings(pg),
+        credentials,
+    )?))
+}
+
+/// The login held in an RDS-format secret, `(setting, arn, need_password)`, read now, and the
+/// credentials that read it again when the server refuses it.
 #[cfg(feature = "secrets-manager")]
 async fn secret_login(
     config: &Config,
-    arn: &str,
+    (setting, arn, need_password): (&'static str, &str, bool),
     min_refresh_interval: std::time::Duration,
     aws: &SharedAws,
 ) -> Result<(tokio_postgres::Config, Credentials), StartupError> {
     use crate::aws::{DatabaseSecret, SecretLoginError};
     let secret = DatabaseSecret::load(
         aws.clone(),
+        setting,
         arn,
         min_refresh_interval,
         config.database.endpoint.clone(),
-        // An IAM token stands in for the password.
-        !config.database.iam_auth,
+        need_password,
     )
     .await
     .map_err(|e| match e {
-        SecretLoginError::Unreadable(why) => StartupError::DatabaseSecret(why),
+        SecretLoginError::Unreadable { setting, why } => {
+            StartupError::DatabaseSecret { setting, why }
+        }
         SecretLoginError::Incomplete(setting) => StartupError::Config(setting),
     })?;
     Ok((secret.login(), Credentials::Secret(Arc::new(secret))))
@@ -114,11 +158,11 @@ async fn secret_login(
 #[cfg(not(feature = "secrets-manager"))]
 async fn secret_login(
     _: &Config,
-    _: &str,
+    (setting, _, _): (&'static str, &str, bool),
     _: std::time::Duration,
     _: &SharedAws,
 ) -> Result<(tokio_postgres::Config, Credentials), StartupError> {
-    Err(missing_part("DATABASE_SECRET_ARN", Part::SecretsManager).into())
+    Err(missing_part(setting, Part::SecretsManager).into())
 }
 
 /// RDS IAM authentication with the environment's region and credentials.
@@ -175,7 +219,8 @@ pub async fn webhook<P: Processor>(
     let aws = shared_aws();
     let keys = keys(config, secrets, &aws)?;
     let db = database_with(config, &aws).await?;
-    let webhook = Webhook::new(config, keys, db, processor);
+    let owner = owner_database(config, &aws).await?;
+    let webhook = Webhook::new(config, keys, db, processor).with_owner(owner);
     match webhook.keys().current().await {
         Ok(ring) => {
             for source in ring.sources_without_secrets() {
@@ -197,15 +242,18 @@ pub async fn webhook<P: Processor>(
 }
 
 /// The retention function's state. Tries to connect, bring the schema up to date and run the
-/// processor's setup now; if the database is not reachable yet, that is logged and left to the
-/// first invocation.
+/// processor's setup now (as the owner, when its login is configured); if the database is not
+/// reachable yet, that is logged and left to the first invocation.
 pub async fn retention<P: Processor>(
     config: &Config,
     processor: P,
 ) -> Result<crate::retention::Retention<P>, StartupError> {
-    let db = database(config).await?;
+    let aws = shared_aws();
+    let db = database_with(config, &aws).await?;
+    let owner = owner_database(config, &aws).await?;
     processor.start().await;
-    let retention = crate::retention::Retention::from_config(config, db, processor);
+    let retention =
+        crate::retention::Retention::from_config(config, db, processor).with_owner(owner);
     if let Err(e) = retention.ensure_ready().await {
         tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");
     }

@@ -10,7 +10,7 @@
 //! holds what was released, and the tests compare).
 
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, GenericClient, Transaction};
+use tokio_postgres::{GenericClient, Transaction};
 
 /// One migration: a version, a name for the log, and its SQL.
 #[derive(Debug, Clone, Copy)]
@@ -57,8 +57,10 @@ pub async fn current_version(client: &impl GenericClient) -> Result<i32, tokio_p
 /// call applied.
 ///
 /// Safe to call from any number of processes at once: the first takes the advisory lock and
-/// migrates, the others wait for its commit and then find nothing left to do.
-pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Error> {
+/// migrates, the others wait for its commit and then find nothing left to do. For tools and
+/// tests: the functions migrate through `readiness`, with the processor's setup.
+#[cfg(feature = "internals")]
+pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<Vec<i32>, tokio_postgres::Error> {
     if current_version(client).await? >= latest_version() {
         return Ok(Vec::new());
     }

@@ -210,6 +210,13 @@ impl<P: Processor> Webhook<P> {
         self.ready.ensure(&mut session, &self.processor).await
     }
 
+    /// The same, applying the migrations and the processor's setup as the schema owner's
+    /// `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto` with `DATABASE_OWNER_*`).
+    pub fn with_owner(mut self, owner: Option<Database>) -> Self {
+        self.ready = self.ready.with_owner(owner);
+        self
+    }
+
     #[cfg(feature = "internals")]
     /// Replaces the clock used for signature timestamps (tests with recorded events).
     pub fn with_clock(mut self, clock: fn() -> SystemTime) -> Self {
@@ -317,6 +324,7 @@ impl<P: Processor> Webhook<P> {
             payload_sha256: &payload_sha256,
             headers: &headers,
             long_key_retention: source.long_key_retention,
+            replay_guard: source.replay_guard,
         };
         let owner = owner_token();
         let claimant = Claimant {
@@ -437,7 +445,8 @@ impl<P: Processor> Webhook<P> {
 }
 
 /// The answer to a claim this invocation does not process: a duplicate, a delivery another
-/// invocation holds, or a failed one that is not due again yet.
+/// invocation holds, or a failed one that is not due again yet (or, for a source with the
+/// replay guard, not this request's to take).
 fn answer_claim(claim: Claim, now: SystemTime, facts: &mut Facts) -> Answer {
     match claim {
         // A claim this invocation won is processed, or was finished by the claim itself.
@@ -454,11 +463,28 @@ fn answer_claim(claim: Claim, now: SystemTime, facts: &mut Facts) -> Answer {
             Answer::Dead
         }
         Claim::InProgress => Answer::InProgress,
-        Claim::RetryLater { next_attempt_at } => Answer::RetryLater(
-            next_attempt_at
-                .duration_since(now)
-                .unwrap_or(Duration::from_secs(1)),
-        ),
+        Claim::RetryLater {
+            next_attempt_at,
+            same_payload,
+        } => {
+            if !same_payload {
+                facts.payload_mismatch = true;
+                facts.reason = Some("redelivery with a different payload".into());
+            }
+            Answer::RetryLater(
+                next_attempt_at
+                    .duration_since(now)
+                    .unwrap_or(Duration::from_secs(1)),
+            )
+        }
+        // Answered as that delivery stands; what is logged is why.
+        Claim::Resent { of, answer } => {
+            let answer = answer_claim(*answer, now, facts);
+            facts.reason = Some(format!(
+                "replay guard: this signed body was delivered as {of}"
+            ));
+            answer
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 -- The benchmark's two narrow tables beside the ledger, and the redelivered set in all three.
--- psql variables: source, payload, sha, headers, event_type, id_origin, owner, lease_secs,
--- long_key_retention, max_attempts, dup_base, dup_count (benches/claim.py sets them).
+-- psql variables: source, guarded_source, payload, sha, headers, event_type, id_origin, owner,
+-- lease_secs, long_key_retention, replay_guard, max_attempts, dup_base, dup_count
+-- (benches/claim.py sets them).
 
 -- The floor of deduplication: the unique key and the payload, nothing else.
 CREATE TABLE bench_bare (
@@ -35,4 +36,16 @@ SELECT count(*)
   FROM generate_series(1, :dup_count) AS g,
        hookclaim_claim(:'source', (:dup_base::int8 + g)::text, :'owner', :lease_secs,
                        :'payload', :'sha', :'headers', :'event_type', :'id_origin', true,
-                       :long_key_retention, :max_attempts);
+                       :long_key_retention, :replay_guard, :max_attempts);
+
+-- The same for a source with the replay guard, as its store-only claim leaves them (inserted
+-- directly: one statement of 10,000 claims would hold 20,000 advisory locks): each row a body of
+-- its own, whose hash is the SHA-256 of its id's eight bytes, as the guarded paths bind it. The
+-- re-sent body path posts these bodies under new ids.
+INSERT INTO hookclaim_deliveries
+    (source, delivery_id, id_origin, status, attempt, lease_owner, completed_at, payload,
+     payload_sha256, headers, event_type, long_key_retention, replay_guard)
+SELECT :'guarded_source', (:dup_base::int8 + g)::text, :'id_origin', 'done', 1, :'owner', now(),
+       :'payload', sha256(int8send(:dup_base::int8 + g)), :'headers'::jsonb, :'event_type',
+       :long_key_retention, true
+  FROM generate_series(1, :dup_count) AS g;

@@ -65,9 +65,15 @@ pub fn rds_secret_parts(text: &str) -> Result<LoginParts, String> {
 /// Why the database secret gave no usable login.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretLoginError {
-    /// The secret could not be read, or is not in the RDS format.
-    #[error("DATABASE_SECRET_ARN: {0}")]
-    Unreadable(String),
+    /// The secret named by `setting` could not be read, or is not in the RDS format.
+    #[error("{setting}: {why}")]
+    Unreadable {
+        /// The setting that names the secret (`DATABASE_SECRET_ARN`,
+        /// `DATABASE_OWNER_SECRET_ARN`).
+        setting: &'static str,
+        /// What went wrong.
+        why: String,
+    },
     /// The secret and the settings together lack something (e.g. a host: `DATABASE_HOST`).
     #[error(transparent)]
     Incomplete(#[from] ConfigError),
@@ -78,6 +84,7 @@ pub enum SecretLoginError {
 /// redeploy. The host settings ([`Endpoint`]) are applied over every read.
 pub struct DatabaseSecret {
     aws: Arc<Aws>,
+    setting: &'static str,
     arn: String,
     min_refresh_interval: Duration,
     endpoint: Endpoint,
@@ -93,11 +100,13 @@ struct SecretState {
 }
 
 impl DatabaseSecret {
-    /// Reads the secret now. Fails when it cannot be read, is not in the RDS format, or lacks
-    /// what the settings do not supply (a host without `DATABASE_HOST`; a password, unless
-    /// `need_password` is false because an IAM token stands in for it).
+    /// Reads the secret `arn`, named by `setting`, now. Fails when it cannot be read, is not in
+    /// the RDS format, or lacks what the settings do not supply (a host without
+    /// `DATABASE_HOST`; a password, unless `need_password` is false because an IAM token stands
+    /// in for it).
     pub async fn load(
         aws: Arc<Aws>,
+        setting: &'static str,
         arn: &str,
         min_refresh_interval: Duration,
         endpoint: Endpoint,
@@ -105,6 +114,7 @@ impl DatabaseSecret {
     ) -> Result<Self, SecretLoginError> {
         let secret = DatabaseSecret {
             aws,
+            setting,
             arn: arn.to_string(),
             min_refresh_interval,
             endpoint,
@@ -171,15 +181,19 @@ impl DatabaseSecret {
 
     async fn fetch(&self) -> Result<(String, tokio_postgres::Config), SecretLoginError> {
         self.fetches.fetch_add(1, Ordering::Relaxed);
+        let unreadable = |why| SecretLoginError::Unreadable {
+            setting: self.setting,
+            why,
+        };
         let text = self
             .aws
             .secret_string(&self.arn)
             .await
-            .map_err(SecretLoginError::Unreadable)?;
-        let parts = rds_secret_parts(&text).map_err(SecretLoginError::Unreadable)?;
+            .map_err(unreadable)?;
+        let parts = rds_secret_parts(&text).map_err(unreadable)?;
         let login = self
             .endpoint
-            .apply(parts, "DATABASE_SECRET_ARN", self.need_password)?;
+            .apply(parts, self.setting, self.need_password)?;
         Ok((text, login))
     }
 

@@ -155,8 +155,14 @@ pub enum MigrateMode {
 /// The database settings as configured.
 #[derive(Debug, Clone)]
 pub struct DatabaseConfig {
-    /// Where the credentials come from.
+    /// Where the credentials come from: the application role's login, which every delivery,
+    /// re-drive, replay, purge and report runs with.
     pub from: DatabaseFrom,
+    /// `DATABASE_OWNER_SECRET_ARN` or `DATABASE_OWNER_URL`: the schema owner's login, used only
+    /// to apply the migrations and the processor's setup (which need DDL), on a connection of
+    /// its own that is closed again once they are done. `None`: the one login does that too
+    /// (a single role, as locally). Refused with `HOOKCLAIM_MIGRATE=never`.
+    pub owner: Option<DatabaseFrom>,
     /// Where the server is, over what the secret or URL says.
     pub endpoint: Endpoint,
     /// `HOOKCLAIM_MIGRATE`.
@@ -182,30 +188,19 @@ pub struct DatabaseConfig {
 impl DatabaseConfig {
     /// Reads the `DATABASE_*` settings.
     pub(super) fn read(get: Lookup<'_>) -> Result<Self, ConfigError> {
-        let from = match (get("DATABASE_SECRET_ARN"), get("DATABASE_URL")) {
-            (Some(arn), _) => DatabaseFrom::SecretsManager {
-                arn,
-                min_refresh_interval: Duration::from_secs(int(
-                    get,
-                    "DATABASE_SECRET_REFRESH_SECS",
-                    10,
-                    1,
-                    86_400,
-                )?),
-            },
-            (_, Some(url)) => DatabaseFrom::Url(Box::new(url.parse().map_err(|_| {
+        let refresh = Duration::from_secs(int(get, "DATABASE_SECRET_REFRESH_SECS", 10, 1, 86_400)?);
+        let from =
+            login(get, ("DATABASE_SECRET_ARN", "DATABASE_URL"), refresh)?.ok_or_else(|| {
                 bad(
                     "DATABASE_URL",
-                    "not a valid postgres:// URL or key=value connection string",
-                )
-            })?)),
-            _ => {
-                return Err(bad(
-                    "DATABASE_URL",
                     "neither DATABASE_URL nor DATABASE_SECRET_ARN is set",
-                ))
-            }
-        };
+                )
+            })?;
+        let owner = login(
+            get,
+            ("DATABASE_OWNER_SECRET_ARN", "DATABASE_OWNER_URL"),
+            refresh,
+        )?;
         let tls: TlsMode = get("DATABASE_TLS")
             .as_deref()
             .unwrap_or("require")
@@ -239,8 +234,20 @@ impl DatabaseConfig {
                 ))
             }
         };
+        if let (Some(_), MigrateMode::Never) = (&owner, migrate) {
+            let setting = match get("DATABASE_OWNER_SECRET_ARN") {
+                Some(_) => "DATABASE_OWNER_SECRET_ARN",
+                None => "DATABASE_OWNER_URL",
+            };
+            return Err(bad(
+                setting,
+                "only applies with HOOKCLAIM_MIGRATE=auto: a function that never migrates must \
+                 not hold the owner's login",
+            ));
+        }
         Ok(DatabaseConfig {
             from,
+            owner,
             endpoint: Endpoint::read(get)?,
             migrate,
             tls,
@@ -271,6 +278,16 @@ impl DatabaseConfig {
         &self,
         url: &tokio_postgres::Config,
     ) -> Result<tokio_postgres::Config, ConfigError> {
+        self.url_login_from(url, "DATABASE_URL")
+    }
+
+    /// Like [`Self::url_login`], for the URL in `setting` (`DATABASE_OWNER_URL`), which an
+    /// error names.
+    pub fn url_login_from(
+        &self,
+        url: &tokio_postgres::Config,
+        setting: &'static str,
+    ) -> Result<tokio_postgres::Config, ConfigError> {
         if !self.endpoint.is_set() {
             return Ok(url.clone());
         }
@@ -287,7 +304,7 @@ impl DatabaseConfig {
             port: url.get_ports().first().copied(),
             dbname: url.get_dbname().map(str::to_owned),
         };
-        self.endpoint.apply(parts, "DATABASE_URL", false)
+        self.endpoint.apply(parts, setting, false)
     }
 
     /// Connection settings for `pg` credentials.
@@ -302,6 +319,28 @@ impl DatabaseConfig {
             pooled: self.pooled,
         }
     }
+}
+
+/// A login from the secret named by the first of `(secret_arn, url)` that is set, or the URL
+/// in the second; `None` when neither is.
+fn login(
+    get: Lookup<'_>,
+    (secret_arn, url): (&'static str, &'static str),
+    min_refresh_interval: Duration,
+) -> Result<Option<DatabaseFrom>, ConfigError> {
+    Ok(match (get(secret_arn), get(url)) {
+        (Some(arn), _) => Some(DatabaseFrom::SecretsManager {
+            arn,
+            min_refresh_interval,
+        }),
+        (_, Some(text)) => Some(DatabaseFrom::Url(Box::new(text.parse().map_err(|_| {
+            bad(
+                url,
+                "not a valid postgres:// URL or key=value connection string",
+            )
+        })?))),
+        _ => None,
+    })
 }
 
 /// How the connection is encrypted.

@@ -71,6 +71,12 @@ fn asked(config: &Config) -> Vec<(&'static str, Part)> {
     if matches!(config.database.from, DatabaseFrom::SecretsManager { .. }) {
         asked.push(("DATABASE_SECRET_ARN", Part::SecretsManager));
     }
+    if matches!(
+        config.database.owner,
+        Some(DatabaseFrom::SecretsManager { .. })
+    ) {
+        asked.push(("DATABASE_OWNER_SECRET_ARN", Part::SecretsManager));
+    }
     if config.database.iam_auth {
         asked.push(("DATABASE_IAM_AUTH", Part::RdsIam));
     }
@@ -125,6 +131,11 @@ mod tests {
             (
                 &[("DATABASE_SECRET_ARN", "arn:db")],
                 "DATABASE_SECRET_ARN",
+                Part::SecretsManager,
+            ),
+            (
+                &[("DATABASE_OWNER_SECRET_ARN", "arn:owner")],
+                "DATABASE_OWNER_SECRET_ARN",
                 Part::SecretsManager,
             ),
             (

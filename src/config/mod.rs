@@ -177,6 +177,7 @@ mod tests {
         assert_eq!(c.database.tls, TlsMode::Require);
         assert_eq!(c.retention.retention, Duration::from_secs(30 * 86_400));
         assert_eq!(c.retry.max_attempts, 8);
+        assert_eq!(c.retention.redrive_timeout, Duration::from_secs(10));
         assert_eq!(c.processor, ProcessorChoice::Store);
         assert_eq!(c.sources["stripe"].max_body_bytes, DEFAULT_MAX_BODY_BYTES);
         assert!(!c.database.pooled);
@@ -214,6 +215,29 @@ mod tests {
         );
         assert_eq!(pg.get_ports(), &[6432]);
         assert_eq!(pg.get_dbname(), Some("hooks"));
+    }
+
+    #[test]
+    fn the_owners_login_is_read_apart_from_the_application_roles() {
+        assert!(with(&[]).unwrap().database.owner.is_none(), "one login");
+        let c = with(&[
+            ("DATABASE_SECRET_ARN", "arn:app"),
+            ("DATABASE_OWNER_SECRET_ARN", "arn:owner"),
+            ("DATABASE_OWNER_URL", "postgres://ignored@localhost/db"),
+        ])
+        .unwrap();
+        assert!(
+            matches!(&c.database.from, DatabaseFrom::SecretsManager { arn, .. } if arn == "arn:app")
+        );
+        assert!(matches!(
+            &c.database.owner,
+            Some(DatabaseFrom::SecretsManager { arn, .. }) if arn == "arn:owner"
+        ));
+        let local = with(&[("DATABASE_OWNER_URL", "postgres://owner@localhost/db")]).unwrap();
+        let Some(DatabaseFrom::Url(url)) = &local.database.owner else {
+            panic!("the owner's URL expected");
+        };
+        assert_eq!(url.get_user(), Some("owner"));
     }
 
     #[test]
@@ -304,6 +328,8 @@ mod tests {
             (&[("DATABASE_TLS", "sometimes")], "DATABASE_TLS"),
             (&[("DATABASE_TLS", "verify-full")], "DATABASE_CA_FILE"),
             (&[("MAX_ATTEMPTS", "0")], "MAX_ATTEMPTS"),
+            (&[("REDRIVE_TIMEOUT_SECS", "0")], "REDRIVE_TIMEOUT_SECS"),
+            (&[("REDRIVE_TIMEOUT_SECS", "901")], "REDRIVE_TIMEOUT_SECS"),
             (&[("RETENTION_DAYS", "ten")], "RETENTION_DAYS"),
             (
                 &[("RETENTION_DAYS", "90"), ("KEY_RETENTION_DAYS", "60")],
@@ -348,6 +374,24 @@ mod tests {
             (&[("DATABASE_PORT", "0")], "DATABASE_PORT"),
             (&[("DATABASE_PORT", "five")], "DATABASE_PORT"),
             (&[("HOOKCLAIM_MIGRATE", "sometimes")], "HOOKCLAIM_MIGRATE"),
+            (
+                &[("DATABASE_OWNER_URL", "mysql://nope:x:y")],
+                "DATABASE_OWNER_URL",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_MIGRATE", "never"),
+                    ("DATABASE_OWNER_URL", "postgres://owner@localhost/db"),
+                ],
+                "DATABASE_OWNER_URL",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_MIGRATE", "never"),
+                    ("DATABASE_OWNER_SECRET_ARN", "arn:owner"),
+                ],
+                "DATABASE_OWNER_SECRET_ARN",
+            ),
             (
                 &[(
                     "HOOKCLAIM_SOURCES",

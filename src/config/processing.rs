@@ -67,7 +67,16 @@ pub struct RetentionSettings {
     pub batch_size: i64,
     /// The run stops this long before the invocation's deadline.
     pub deadline_margin: Duration,
+    /// How long one re-driven or replayed delivery may take (`REDRIVE_TIMEOUT_SECS`): its
+    /// processing deadline is this from its claim (or the run's deadline, if sooner), and its
+    /// lease that plus the lease margin, however long the run itself may last. A run that dies
+    /// mid-delivery leaves it reclaimable within that time.
+    pub redrive_timeout: Duration,
 }
+
+/// The default of `REDRIVE_TIMEOUT_SECS`: the webhook function's timeout (template.yaml,
+/// Cargo.toml), so a re-drive gets the time a live delivery gets.
+pub const DEFAULT_REDRIVE_TIMEOUT_SECS: u64 = 10;
 
 /// Reads `MAX_ATTEMPTS`, `RETRY_BASE_SECS` and `RETRY_MAX_SECS`.
 pub(super) fn read_retry(get: Lookup<'_>) -> Result<RetryPolicy, ConfigError> {
@@ -103,6 +112,15 @@ pub(super) fn read_retention(get: Lookup<'_>) -> Result<RetentionSettings, Confi
         trim_dead_after: optional_days("TRIM_DEAD_PAYLOAD_AFTER_DAYS")?,
         batch_size: int(get, "PURGE_BATCH_SIZE", 5000, 1, 100_000)? as i64,
         deadline_margin: Duration::from_secs(secs(get, "RETENTION_DEADLINE_MARGIN_SECS", 5)?),
+        // Up to Lambda's longest timeout: a delivery that needs longer cannot be processed by
+        // the webhook function either.
+        redrive_timeout: Duration::from_secs(int(
+            get,
+            "REDRIVE_TIMEOUT_SECS",
+            DEFAULT_REDRIVE_TIMEOUT_SECS,
+            1,
+            900,
+        )?),
     })
 }
 

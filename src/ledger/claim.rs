@@ -29,6 +29,10 @@ pub struct NewDelivery<'a> {
     /// Its key is kept to `KEY_RETENTION_DAYS`, past its payload: its source's signatures do not
     /// expire.
     pub long_key_retention: bool,
+    /// Its source's replay guard: the body is a key too, so a body stored under another id is
+    /// answered from that delivery ([`Claim::Resent`]) and never run under this one, and a row
+    /// is taken over only by its own body.
+    pub replay_guard: bool,
 }
 
 /// The claimant: who asks, and how long its claim may last.
@@ -69,10 +73,23 @@ pub enum Claim {
     /// This claim found an expired lease at the attempt cap and made the delivery dead instead
     /// of taking it over: every attempt so far died without recording an outcome.
     GaveUp,
-    /// A failed attempt whose next try is not due yet.
+    /// A failed attempt whose next try is not due yet, or (with the replay guard) one that is
+    /// due but holds another body: left for its own redelivery or re-drive.
     RetryLater {
-        /// When the next attempt becomes due.
+        /// When the next attempt becomes due (already past for a due row left to its re-drive).
         next_attempt_at: SystemTime,
+        /// Whether the stored payload hash equals this request's.
+        same_payload: bool,
+    },
+    /// The replay guard found this body stored under another delivery id: a signed body re-sent
+    /// under a new id. It is answered as a redelivery of that delivery would be, but nothing is
+    /// taken over or run: `answer` is that delivery's `Done`, `Dead`, `InProgress` or
+    /// `RetryLater`.
+    Resent {
+        /// The delivery id the body is stored under.
+        of: String,
+        /// How that delivery stands.
+        answer: Box<Claim>,
     },
 }
 
@@ -105,6 +122,7 @@ pub async fn claim(
                 (&delivery.id_origin.as_str(), Type::TEXT),
                 (&store_only, Type::BOOL),
                 (&delivery.long_key_retention, Type::BOOL),
+                (&delivery.replay_guard, Type::BOOL),
                 (&claimant.max_attempts, Type::INT4),
             ],
         )
@@ -112,21 +130,29 @@ pub async fn claim(
     let attempt: Option<i32> = row.get("attempt");
     let same_payload: Option<bool> = row.get("same_payload");
     let retry_at: Option<SystemTime> = row.get("retry_at");
-    Ok(match (row.get("state"), attempt, retry_at) {
-        ("claimed", Some(attempt), _) => Claim::Claimed { attempt },
-        ("done", ..) => Claim::Done {
-            same_payload: same_payload == Some(true),
-        },
-        ("dead", ..) => Claim::Dead {
-            same_payload: same_payload == Some(true),
-        },
+    let body_of: Option<String> = row.get("body_of");
+    let same_payload = same_payload == Some(true);
+    let answer = match (row.get("state"), attempt, retry_at) {
+        ("claimed", Some(attempt), _) if body_of.is_none() => Claim::Claimed { attempt },
+        ("done", ..) => Claim::Done { same_payload },
+        ("dead", ..) => Claim::Dead { same_payload },
         ("gave_up", ..) => Claim::GaveUp,
-        ("retry_later", _, Some(next_attempt_at)) => Claim::RetryLater { next_attempt_at },
+        ("retry_later", _, Some(next_attempt_at)) => Claim::RetryLater {
+            next_attempt_at,
+            same_payload,
+        },
         ("in_progress", ..) => Claim::InProgress,
         (state, ..) => {
             // Not an answer this build knows: never run the delivery on it.
             tracing::error!(state, "unknown claim answer; treated as in progress");
             Claim::InProgress
         }
+    };
+    Ok(match body_of {
+        Some(of) => Claim::Resent {
+            of,
+            answer: Box::new(answer),
+        },
+        None => answer,
     })
 }

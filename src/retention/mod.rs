@@ -123,6 +123,14 @@ impl<P: Processor> Retention<P> {
         retention
     }
 
+    /// The same, applying the migrations and the processor's setup (at cold start and with the
+    /// `migrate` command) as the schema owner's `owner` database when it is `Some`; everything
+    /// else runs on the application role's.
+    pub fn with_owner(mut self, owner: Option<Database>) -> Self {
+        self.ready = self.ready.with_owner(owner);
+        self
+    }
+
     #[cfg(feature = "internals")]
     /// The environment's database, for tools and tests.
     pub fn database(&self) -> &Database {

@@ -8,6 +8,7 @@ use super::{
     RetentionError,
 };
 use crate::db::{classify, DbError, Session};
+use crate::invocation;
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::schema;
@@ -96,6 +97,14 @@ impl Clock {
             .duration_since(SystemTime::now())
             .unwrap_or_default()
     }
+
+    /// The deadline of one delivery claimed now: `bound` from now, or the invocation's own
+    /// deadline if that comes first. The delivery's lease follows from it, not from the run's
+    /// deadline, so a long run (a terminal's `--deadline-secs 86400`) that dies mid-delivery
+    /// leaves that delivery reclaimable within `bound` plus the lease margin.
+    fn for_delivery(&self, bound: Duration) -> SystemTime {
+        self.deadline.min(SystemTime::now() + bound)
+    }
 }
 
 impl<P: Processor> Retention<P> {
@@ -178,11 +187,8 @@ impl<P: Processor> Retention<P> {
                 if clock.expired() {
                     break 'pages false;
                 }
-                let claimant = Claimant {
-                    owner: &owner,
-                    lease: clock.until_deadline() + self.lease_margin,
-                    max_attempts: self.retry.max_attempts,
-                };
+                let deadline = clock.for_delivery(self.settings.redrive_timeout);
+                let claimant = self.claimant(&owner, deadline);
                 let taken = session
                     .run(|c, _| Box::pin(ledger::take_for_replay(c, filter.source, id, &claimant, false)))
                     .await?;
@@ -191,7 +197,7 @@ impl<P: Processor> Retention<P> {
                     continue;
                 };
                 report.reclaimed += 1;
-                let settled = self.redrive(session, &stored, &owner, clock).await?;
+                let settled = self.redrive(session, &stored, &owner, deadline).await?;
                 log_redrive(&stored, &settled);
                 report.record(&stored, &settled);
             }
@@ -231,11 +237,8 @@ impl<P: Processor> Retention<P> {
             if clock.expired() {
                 return Ok(false);
             }
-            let claimant = Claimant {
-                owner: &owner,
-                lease: clock.until_deadline() + self.lease_margin,
-                max_attempts: self.retry.max_attempts,
-            };
+            let deadline = clock.for_delivery(self.settings.redrive_timeout);
+            let claimant = self.claimant(&owner, deadline);
             let next = session
                 .run(|c, _| Box::pin(ledger::reclaim_next(c, &claimant)))
                 .await?;
@@ -250,20 +253,31 @@ impl<P: Processor> Retention<P> {
                 continue;
             }
             report.reclaimed += 1;
-            let settled = self.redrive(session, &stored, &owner, clock).await?;
+            let settled = self.redrive(session, &stored, &owner, deadline).await?;
             log_redrive(&stored, &settled);
             report.record(&stored, &settled);
         }
     }
 
-    /// Runs a claimed stored delivery through the pipeline; one without its payload is marked
-    /// dead, since there is nothing to run.
+    /// The claimant of one re-drive or replay: `owner`, leased until the delivery's `deadline`
+    /// ([`Clock::for_delivery`]) plus the lease margin, as a webhook invocation is leased until
+    /// its own deadline plus the margin.
+    fn claimant<'a>(&self, owner: &'a str, deadline: SystemTime) -> Claimant<'a> {
+        Claimant {
+            owner,
+            lease: invocation::remaining(deadline) + self.lease_margin,
+            max_attempts: self.retry.max_attempts,
+        }
+    }
+
+    /// Runs a claimed stored delivery through the pipeline, to be finished by `deadline`; one
+    /// without its payload is marked dead, since there is nothing to run.
     async fn redrive(
         &self,
         session: &mut Session<'_>,
         stored: &StoredDelivery,
         owner: &str,
-        clock: Clock,
+        deadline: SystemTime,
     ) -> Result<Settled, DbError> {
         let Some(delivery) = delivery_of(stored) else {
             let at = Attempt {
@@ -288,7 +302,7 @@ impl<P: Processor> Retention<P> {
             &delivery,
             owner,
             &self.retry,
-            clock.deadline,
+            deadline,
         )
         .await
     }
@@ -523,11 +537,8 @@ impl<P: Processor> Retention<P> {
         report: &mut Report,
     ) -> Result<(), RetentionError> {
         let owner = owner_token();
-        let claimant = Claimant {
-            owner: &owner,
-            lease: clock.until_deadline() + self.lease_margin,
-            max_attempts: self.retry.max_attempts,
-        };
+        let deadline = clock.for_delivery(self.settings.redrive_timeout);
+        let claimant = self.claimant(&owner, deadline);
         let taken = session
             .run(|c, _| Box::pin(ledger::take_for_replay(c, source, delivery_id, &claimant, force)))
             .await?;
@@ -538,7 +549,7 @@ impl<P: Processor> Retention<P> {
             return Err(refusal(source, delivery_id, state));
         };
         report.reclaimed += 1;
-        let settled = self.redrive(session, &stored, &owner, clock).await?;
+        let settled = self.redrive(session, &stored, &owner, deadline).await?;
         log_redrive(&stored, &settled);
         report.record(&stored, &settled);
         report.replay = Some(ReplayReport {
@@ -560,14 +571,10 @@ impl<P: Processor> Retention<P> {
         session: &mut Session<'_>,
         report: &mut Report,
     ) -> Result<(), RetentionError> {
+        let applied = self.ready.migrate(session, &self.processor).await?;
         let client = session.client().await?;
-        let applied = schema::migrate(client).await.map_err(classify)?;
         let version = schema::current_version(&*client).await.map_err(classify)?;
-        if !applied.is_empty() {
-            tracing::info!(versions = ?applied, "schema migrations applied");
-        }
         report.migrations = Some(MigrateReport { applied, version });
-        self.ready.ensure(session, &self.processor).await?;
         Ok(())
     }
 }

@@ -9,39 +9,61 @@ use std::time::Duration;
 use hookclaim::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::verify::IdOrigin;
 use sha2::{Digest, Sha256};
-use support::ledger::{assert_rows_well_formed, expire_lease, state, status};
+use support::ledger::{assert_rows_well_formed, exists, expire_lease, state, status};
 use support::{PgServer, TestDb};
 use tokio_postgres::Client;
 
 const LEASE: Duration = Duration::from_secs(60);
 
 struct Sample {
+    source: &'static str,
     id: String,
     body: Vec<u8>,
     hash: Vec<u8>,
     headers: BTreeMap<String, String>,
+    /// Its source's replay guard.
+    guarded: bool,
 }
 
 impl Sample {
+    /// A Stripe delivery: its id is in the signed body, so its source has no replay guard.
     fn new(id: &str, body: &str) -> Sample {
         Sample {
+            source: "stripe",
             id: id.into(),
             body: body.as_bytes().to_vec(),
             hash: Sha256::digest(body.as_bytes()).to_vec(),
             headers: BTreeMap::from([("stripe-signature".into(), "t=1,v1=ab".into())]),
+            guarded: false,
+        }
+    }
+
+    /// A GitHub delivery: its id is a header the signature does not cover, so its source has
+    /// the replay guard.
+    fn github(id: &str, body: &str) -> Sample {
+        Sample {
+            source: "github",
+            headers: BTreeMap::from([("x-hub-signature-256".into(), "sha256=ab".into())]),
+            guarded: true,
+            ..Sample::new(id, body)
         }
     }
 
     fn delivery(&self) -> NewDelivery<'_> {
         NewDelivery {
-            source: "stripe",
+            source: self.source,
             delivery_id: &self.id,
-            id_origin: IdOrigin::Body,
+            id_origin: if self.guarded {
+                IdOrigin::Header
+            } else {
+                IdOrigin::Body
+            },
             event_type: Some("checkout.session.completed"),
             payload: &self.body,
             payload_sha256: &self.hash,
             headers: &self.headers,
-            long_key_retention: false,
+            long_key_retention: self.guarded,
+            replay_guard: self.guarded,
         }
     }
 }
@@ -63,7 +85,7 @@ async fn claim(c: &Client, s: &Sample, owner: &str) -> Claim {
 
 fn attempt<'a>(s: &'a Sample, n: i32, owner: &'a str) -> Attempt<'a> {
     Attempt {
-        source: "stripe",
+        source: s.source,
         delivery_id: &s.id,
         attempt: n,
         owner,
@@ -304,6 +326,11 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
     ledger::finish_dead(&c, &attempt(&dead, 1, "a"), "bad")
         .await
         .unwrap();
+    let guarded = Sample::github("gh_quiet_done", r#"{"ref":"main"}"#);
+    claim(&c, &guarded, "a").await;
+    ledger::finish_done(&c, &attempt(&guarded, 1, "a"))
+        .await
+        .unwrap();
     // As autovacuum would: this clears the row versions the finishes left behind and sets the
     // commit hint bits, which the first read after a commit sets (without WAL, but dirtying a
     // page) whatever that read is.
@@ -315,17 +342,31 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
     // Some senders count their attempts in the body, so a redelivery's payload may differ: it is
     // answered from the same read.
     let done_other = Sample::new("evt_quiet_done", r#"{"attempt":2}"#);
-    for (s, want) in [
-        (&done, Claim::Done { same_payload: true }),
-        (&dead, Claim::Dead { same_payload: true }),
+    // With the replay guard, the same signed body under a new id: the body's row answers it,
+    // read after the key's lookup found nothing.
+    let resent = Sample::github("gh_quiet_resent", r#"{"ref":"main"}"#);
+    for (s, holder, reads, want) in [
+        (&done, &done, 1, Claim::Done { same_payload: true }),
+        (&dead, &dead, 1, Claim::Dead { same_payload: true }),
         (
             &done_other,
+            &done,
+            1,
             Claim::Done {
                 same_payload: false,
             },
         ),
+        (
+            &resent,
+            &guarded,
+            2,
+            Claim::Resent {
+                of: guarded.id.clone(),
+                answer: Box::new(Claim::Done { same_payload: true }),
+            },
+        ),
     ] {
-        let xmax_before = xmax(&c, &s.id).await;
+        let xmax_before = xmax(&c, &holder.id).await;
         admin
             .batch_execute("SELECT pg_stat_statements_reset()")
             .await
@@ -375,7 +416,12 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
             "{}: the claim took a transaction id",
             s.id
         );
-        assert_eq!(xmax(&c, &s.id).await, xmax_before, "{}: row locked", s.id);
+        assert_eq!(
+            xmax(&c, &holder.id).await,
+            xmax_before,
+            "{}: row locked",
+            s.id
+        );
         let (calls, nested, records, bytes, dirtied): (i64, i64, i64, i64, i64) = (
             stats.get(0),
             stats.get(1),
@@ -384,7 +430,11 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
             stats.get(4),
         );
         assert_eq!(calls, 1, "{}: one claim statement", s.id);
-        assert_eq!(nested, 1, "{}: the claim's read alone ran inside it", s.id);
+        assert_eq!(
+            nested, reads,
+            "{}: the claim's reads alone ran inside it",
+            s.id
+        );
         assert_eq!(
             (records, bytes, dirtied),
             (0, 0, 0),
@@ -394,6 +444,7 @@ async fn duplicates_of_done_and_dead_deliveries_lock_nothing_and_write_no_wal() 
     }
     assert_eq!(status(&c, "stripe", &done.id).await, ("done".into(), 1));
     assert_eq!(status(&c, "stripe", &dead.id).await, ("dead".into(), 1));
+    assert!(!exists(&c, "github", &resent.id).await, "nothing stored");
 }
 
 #[tokio::test]
@@ -571,7 +622,10 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
         .unwrap()
         .get(0);
     match claim(&c, &later, "b").await {
-        Claim::RetryLater { next_attempt_at } => {
+        Claim::RetryLater {
+            next_attempt_at,
+            same_payload: true,
+        } => {
             let wait = next_attempt_at
                 .duration_since(std::time::SystemTime::now())
                 .unwrap();
@@ -758,6 +812,206 @@ async fn the_claim_and_the_retention_reclaim_take_over_each_state_as_the_rule_sa
             );
         }
     }
+}
+
+/// Whether `got` is the answer `want` describes; a retry time is compared by being there.
+fn answers_as(got: &Claim, want: &Claim) -> bool {
+    match (got, want) {
+        (
+            Claim::RetryLater { same_payload, .. },
+            Claim::RetryLater {
+                same_payload: wanted,
+                ..
+            },
+        ) => same_payload == wanted,
+        (Claim::Resent { of, answer }, Claim::Resent { of: o, answer: a }) => {
+            of == o && answers_as(answer, a)
+        }
+        _ => got == want,
+    }
+}
+
+#[tokio::test]
+async fn with_the_replay_guard_a_body_resent_under_a_new_id_is_answered_from_the_row_holding_it() {
+    // A signed body posted again with a new delivery id (the id is an unsigned header): it is
+    // answered as a redelivery of the delivery that holds the body, and nothing is stored,
+    // taken over or made runnable under the new id, whatever state that delivery is in.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let original = Sample::github("gh-original", r#"{"ref":"main","after":"1f0e"}"#);
+    let replay = Sample::github("gh-replay", r#"{"ref":"main","after":"1f0e"}"#);
+    let retry_later = |same_payload| Claim::RetryLater {
+        next_attempt_at: std::time::SystemTime::now(),
+        same_payload,
+    };
+    let cases = [
+        (Found::Done, Claim::Done { same_payload: true }),
+        (Found::Dead, Claim::Dead { same_payload: true }),
+        (Found::LiveLease, Claim::InProgress),
+        (Found::ExpiredLease { attempt: 1 }, Claim::InProgress),
+        (
+            Found::Failed {
+                attempt: 1,
+                due: false,
+            },
+            retry_later(true),
+        ),
+        (
+            Found::Failed {
+                attempt: 2,
+                due: true,
+            },
+            retry_later(true),
+        ),
+    ];
+    for (found, holder) in cases {
+        arrange(&c, &original, found).await;
+        let before = row(&c, &original.id, "b").await;
+
+        let got = claim(&c, &replay, "b").await;
+
+        let want = Claim::Resent {
+            of: original.id.clone(),
+            answer: Box::new(holder),
+        };
+        assert!(answers_as(&got, &want), "{found:?}: {got:?}, want {want:?}");
+        assert_eq!(
+            row(&c, &original.id, "b").await,
+            before,
+            "{found:?}: left as it was"
+        );
+        assert!(!exists(&c, "github", &replay.id).await, "{found:?}: stored");
+        // The same owner asking again (its answer lost) is answered the same way.
+        let again = claim(&c, &replay, "b").await;
+        assert!(answers_as(&again, &want), "{found:?} again: {again:?}");
+    }
+    // A body the guard has not seen is a new delivery, as always.
+    let other = Sample::github("gh-other", r#"{"ref":"main","after":"2a7c"}"#);
+    assert_eq!(claim(&c, &other, "b").await, Claim::Claimed { attempt: 1 });
+    assert_rows_well_formed(&c).await;
+}
+
+#[tokio::test]
+async fn with_the_replay_guard_a_due_row_is_taken_over_only_by_its_own_body() {
+    // Another signed body of the source, posted with the id of a delivery that failed (or
+    // whose invocation died): it is not run under that id and does not finish it; the delivery
+    // stays for its own redelivery or re-drive, which runs the body stored with it.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let own = Sample::github("gh-due", r#"{"action":"opened","number":7}"#);
+    let other = Sample::github("gh-due", r#"{"action":"closed","number":9}"#);
+    for (found, refused) in [
+        (
+            Found::Failed {
+                attempt: 1,
+                due: true,
+            },
+            Claim::RetryLater {
+                next_attempt_at: std::time::SystemTime::now(),
+                same_payload: false,
+            },
+        ),
+        (Found::ExpiredLease { attempt: 1 }, Claim::InProgress),
+    ] {
+        arrange(&c, &own, found).await;
+        let before = row(&c, &own.id, "b").await;
+
+        let got = claim(&c, &other, "b").await;
+
+        assert!(answers_as(&got, &refused), "{found:?}: {got:?}");
+        assert_eq!(
+            row(&c, &own.id, "b").await,
+            before,
+            "{found:?}: left as it was"
+        );
+        // Its own body takes it over, as the retention reclaim does (from the stored payload).
+        assert_eq!(
+            claim(&c, &own, "b").await,
+            Claim::Claimed { attempt: 2 },
+            "{found:?}"
+        );
+        arrange(&c, &own, found).await;
+        let reclaimed = ledger::reclaim_next(&c, &claimant("r")).await.unwrap();
+        let reclaimed = reclaimed.expect("the reclaim takes it");
+        assert_eq!(
+            (reclaimed.attempt, reclaimed.payload.as_deref()),
+            (2, Some(own.body.as_slice())),
+            "{found:?}"
+        );
+    }
+    assert_rows_well_formed(&c).await;
+}
+
+#[tokio::test]
+async fn without_the_replay_guard_a_body_under_a_new_id_is_new_and_any_body_takes_a_due_row() {
+    // A source whose signature covers the id (or that turned the guard off) behaves as it
+    // always has: the key alone decides.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let first = Sample::new("evt_open_1", r#"{"ping":true}"#);
+    let second = Sample::new("evt_open_2", r#"{"ping":true}"#);
+    claim(&c, &first, "a").await;
+    ledger::finish_done(&c, &attempt(&first, 1, "a"))
+        .await
+        .unwrap();
+
+    assert_eq!(claim(&c, &second, "b").await, Claim::Claimed { attempt: 1 });
+
+    let own = Sample::new("evt_open_due", r#"{"n":1}"#);
+    let other = Sample::new("evt_open_due", r#"{"n":2}"#);
+    arrange(
+        &c,
+        &own,
+        Found::Failed {
+            attempt: 1,
+            due: true,
+        },
+    )
+    .await;
+    assert_eq!(claim(&c, &other, "b").await, Claim::Claimed { attempt: 2 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ids_racing_with_one_guarded_body_store_it_once_every_round() {
+    // Many new ids carrying one signed body at the same moment: the body's unique index lets
+    // exactly one of them in; the others are in progress (the winner had not committed) or
+    // answered from the winner's row.
+    let db = TestDb::migrated().await;
+    let mut clients = Vec::new();
+    for _ in 0..32 {
+        clients.push(std::sync::Arc::new(db.client().await));
+    }
+    for round in 0..50 {
+        let body = format!(r#"{{"round":{round}}}"#);
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(clients.len()));
+        let mut tasks = Vec::new();
+        for (i, c) in clients.iter().enumerate() {
+            let (c, body, barrier) = (c.clone(), body.clone(), barrier.clone());
+            tasks.push(tokio::spawn(async move {
+                let s = Sample::github(&format!("gh-race-{round}-{i}"), &body);
+                barrier.wait().await;
+                claim(&c, &s, &format!("owner-{i}")).await
+            }));
+        }
+        let mut winners = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Claim::Claimed { attempt: 1 } => winners += 1,
+                Claim::InProgress | Claim::Resent { .. } => {}
+                other => panic!("round {round}: unexpected {other:?}"),
+            }
+        }
+        let stored = clients[0]
+            .query_one(
+                "SELECT count(*) FROM hookclaim_deliveries WHERE payload = $1",
+                &[&body.as_bytes()],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0);
+        assert_eq!((winners, stored), (1, 1), "round {round}");
+    }
+    assert_rows_well_formed(&clients[0]).await;
 }
 
 #[tokio::test]

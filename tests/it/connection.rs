@@ -60,7 +60,7 @@ async fn a_connection_that_dies_mid_claim_is_retried_once_on_a_new_connection() 
         support::terminate_other_backends(&admin).await;
         let id = format!("round-{round}");
         let resp = hook
-            .handle(github_request(Format::HttpApiV2, &id, b"{}", false))
+            .handle(support::github_delivery(Format::HttpApiV2, &id))
             .await;
         assert_eq!(answer(&resp).0, 200, "round {round}");
     }
@@ -153,14 +153,14 @@ async fn a_store_only_claim_whose_answer_is_lost_is_recognised_as_its_own_on_the
     // Warm: the connection is made and the schema checked, so the next request's first message
     // on it is the claim.
     let warm = hook
-        .handle(github_request(Format::HttpApiV2, "warm", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "warm"))
         .await;
     assert_eq!(answer(&warm).1["status"], "processed");
     let connects = hook.database().connect_count();
 
     proxy.lose_replies_on_open_connections();
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, "lost", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "lost"))
         .await;
 
     assert_eq!(
@@ -180,7 +180,7 @@ async fn a_store_only_claim_whose_answer_is_lost_is_recognised_as_its_own_on_the
     );
     // A redelivery, from another invocation, is a duplicate.
     let again = hook
-        .handle(github_request(Format::HttpApiV2, "lost", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "lost"))
         .await;
     assert_eq!(answer(&again).1["status"], "duplicate");
 }
@@ -201,7 +201,7 @@ async fn a_warm_connection_to_a_node_turned_read_only_is_replaced_by_a_writable_
         .unwrap();
     let hook = support::webhook(&url, &[], StoreOnly).await;
     let before = hook
-        .handle(github_request(Format::HttpApiV2, "f1", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "f1"))
         .await;
     assert_eq!(answer(&before).0, 200);
     let connects = hook.database().connect_count();
@@ -234,7 +234,7 @@ async fn a_warm_connection_to_a_node_turned_read_only_is_replaced_by_a_writable_
 
     for id in ["f2", "f3"] {
         let resp = hook
-            .handle(github_request(Format::HttpApiV2, id, b"{}", false))
+            .handle(support::github_delivery(Format::HttpApiV2, id))
             .await;
         assert_eq!(
             answer(&resp),
@@ -259,14 +259,14 @@ async fn database_down_answers_503_within_the_connect_timeout_and_a_redelivery_s
     let url = server.url("postgres");
     let hook = support::webhook(&url, &[("DATABASE_CONNECT_TIMEOUT_MS", "1000")], StoreOnly).await;
     let ok = hook
-        .handle(github_request(Format::HttpApiV2, "before", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "before"))
         .await;
     assert_eq!(answer(&ok).0, 200);
 
     server.stop_immediate();
     let started = Instant::now();
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, "during", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "during"))
         .await;
     let took = started.elapsed();
 
@@ -282,7 +282,7 @@ async fn database_down_answers_503_within_the_connect_timeout_and_a_redelivery_s
 
     server.start_existing();
     let again = hook
-        .handle(github_request(Format::HttpApiV2, "during", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "during"))
         .await;
     assert_eq!(
         answer(&again).0,
@@ -313,7 +313,7 @@ async fn a_database_that_accepts_but_never_answers_gets_503_within_the_connect_t
 
     let started = Instant::now();
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, "hang", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "hang"))
         .await;
 
     assert_eq!(answer(&resp).0, 503);

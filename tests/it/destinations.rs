@@ -847,7 +847,7 @@ async fn a_destination_that_does_not_exist_yet_fails_the_delivery_until_it_exist
     // Neither exists: the sender is asked to retry, the delivery is failed (not dead) and due
     // again after its backoff.
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, id, b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, id))
         .await;
     let first = answer(&resp);
     let (status, attempt, error) = row(&c, "github", id).await.unwrap();
@@ -908,7 +908,8 @@ async fn an_event_type_too_long_for_eventbridge_is_put_under_the_source_name() {
     let fits = "t".repeat(128);
     let mut delivered = Vec::new();
     for (id, event_type) in [("long-type", long_type.as_str()), ("fits", fits.as_str())] {
-        let body = br#"{"n":1}"#;
+        let body = format!(r#"{{"n":"{id}"}}"#);
+        let body = body.as_bytes();
         let req = support::request(
             Format::HttpApiV2,
             "POST",
@@ -973,7 +974,7 @@ async fn purging_a_delivery_removes_its_progress() {
     let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
     for id in ["old-1", "old-2", "new-1"] {
         let resp = hook
-            .handle(github_request(Format::HttpApiV2, id, b"{}", false))
+            .handle(support::github_delivery(Format::HttpApiV2, id))
             .await;
         assert_eq!(answer(&resp).0, 200);
     }
@@ -1020,7 +1021,7 @@ async fn a_destination_that_answers_after_the_claim_was_taken_over_is_not_record
     let hook = support::webhook(&db.url, &refs(&pairs), shipped(&db.url, &pairs)).await;
 
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, "zombie-1", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "zombie-1"))
         .await;
 
     // The newer attempt finishes the delivery; the zombie records nothing and answers 202.

@@ -73,7 +73,7 @@ async fn endpoint_errors_become_retries_or_dead_letters() {
     let (down, _) = endpoint::start(503).await;
     let hook = support::webhook(&db.url, &[], forwarder(&down)).await;
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, "fwd-503", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "fwd-503"))
         .await;
     assert_eq!(answer(&resp).0, 503);
     assert_eq!(row(&c, "github", "fwd-503").await.unwrap().0, "failed");
@@ -81,7 +81,7 @@ async fn endpoint_errors_become_retries_or_dead_letters() {
     let (gone, _) = endpoint::start(410).await;
     let hook = support::webhook(&db.url, &[], forwarder(&gone)).await;
     let resp = hook
-        .handle(github_request(Format::HttpApiV2, "fwd-410", b"{}", false))
+        .handle(support::github_delivery(Format::HttpApiV2, "fwd-410"))
         .await;
     assert_eq!(answer(&resp).1["status"], "dead");
 
@@ -94,12 +94,7 @@ async fn endpoint_errors_become_retries_or_dead_letters() {
     )
     .await;
     let resp = hook
-        .handle(github_request(
-            Format::HttpApiV2,
-            "fwd-refused",
-            b"{}",
-            false,
-        ))
+        .handle(support::github_delivery(Format::HttpApiV2, "fwd-refused"))
         .await;
     assert_eq!(answer(&resp).0, 503);
 }

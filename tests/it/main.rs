@@ -12,6 +12,7 @@ mod destinations;
 mod e2e;
 mod example;
 mod forward;
+mod guard;
 mod observability;
 mod pooler;
 mod reliability;

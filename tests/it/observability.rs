@@ -291,14 +291,15 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
 
     let secret = support::GITHUB_SECRET;
     let order = r#"{"order_id":"metrics-order-1"}"#;
+    let other_order = r#"{"order_id":"metrics-order-5"}"#;
     let cases = [
         (&emu, "m-1", order, secret, 200, "processed"),
         (&emu, "m-1", order, secret, 200, "duplicate"),
         (&emu, "m-2", r#"{"no":"order"}"#, secret, 200, "dead"),
         (&emu, "m-3", order, "not-the-secret", 401, "unauthorized"),
         (&emu_down, "m-4", order, secret, 503, "unavailable"),
-        (&emu_dest, "m-5", order, secret, 503, "failed"),
-        (&emu_dest, "m-5", order, secret, 503, "retry_later"),
+        (&emu_dest, "m-5", other_order, secret, 503, "failed"),
+        (&emu_dest, "m-5", other_order, secret, 503, "retry_later"),
     ];
     for (emulator, id, body, secret, status, outcome) in cases {
         let (got, answer) = post(emulator, id, body, secret);

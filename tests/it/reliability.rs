@@ -296,8 +296,9 @@ async fn hostile_input_gets_its_specified_status_stores_nothing_and_never_panics
 
     // Ids and bodies that are odd but valid are stored exactly.
     for id in ["quote'\"id", "spaces in id", "semi;colon,comma"] {
+        let body = [invalid_utf8, id.as_bytes()].concat();
         let resp = hook
-            .handle(github_request(Format::HttpApiV2, id, invalid_utf8, true))
+            .handle(github_request(Format::HttpApiV2, id, &body, true))
             .await;
         assert_eq!(answer(&resp).0, 200, "{id}");
         assert_eq!(row(&c, "github", id).await.unwrap().0, "done");

@@ -30,6 +30,7 @@ async fn retention<P: Processor>(db: &TestDb, processor: P) -> Retention<P> {
         trim_dead_after: None,
         batch_size: 1000,
         deadline_margin: Duration::from_secs(1),
+        redrive_timeout: Duration::from_secs(10),
     };
     let retry = RetryPolicy {
         max_attempts: 8,
@@ -361,4 +362,92 @@ fn iso(t: SystemTime) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// Reads its own row's lease while it runs (what a run killed at that moment would leave
+/// behind), in seconds from now, and succeeds.
+struct LeaseProbe(std::sync::Arc<std::sync::Mutex<Vec<(String, f64)>>>);
+
+impl Processor for LeaseProbe {
+    fn name(&self) -> &'static str {
+        "lease-probe"
+    }
+
+    async fn process(
+        &self,
+        delivery: &hookclaim::processor::Delivery,
+        work: &mut hookclaim::work::Work<'_>,
+    ) -> Result<hookclaim::processor::Outcome, hookclaim::processor::ProcessError> {
+        use tokio_postgres::types::Type;
+        let rows = work
+            .query(
+                "SELECT extract(epoch FROM lease_until - now())::float8 FROM hookclaim_deliveries
+                  WHERE source = $1 AND delivery_id = $2",
+                &[
+                    (&delivery.source, Type::TEXT),
+                    (&delivery.delivery_id, Type::TEXT),
+                ],
+            )
+            .await?;
+        let left: f64 = rows[0].get(0);
+        let mut seen = self.0.lock().expect("probe");
+        seen.push((delivery.delivery_id.clone(), left));
+        Ok(hookclaim::processor::Outcome::Done)
+    }
+}
+
+/// A stored GitHub delivery in `status` (`dead`, or `failed` and due), ready to be replayed or
+/// reclaimed.
+async fn stored(c: &Client, id: &str, status: &str) {
+    c.execute(
+        "INSERT INTO hookclaim_deliveries
+             (source, delivery_id, status, attempt, event_type, payload, payload_sha256,
+              completed_at, next_attempt_at, last_error)
+         VALUES ('github', $1, $2, 1, 'push', convert_to($1, 'UTF8'), sha256(convert_to($1, 'UTF8')),
+                 CASE WHEN $2 = 'dead' THEN now() END,
+                 CASE WHEN $2 = 'failed' THEN now() - interval '1 second' END, 'earlier failure')",
+        &[&id, &status],
+    )
+    .await
+    .expect("insert stored delivery");
+}
+
+#[tokio::test]
+async fn a_day_long_run_leases_each_delivery_for_the_redrive_timeout_not_for_the_run() {
+    // An operator's replay from a terminal with --deadline-secs 86400, or any long run: each
+    // delivery is leased for REDRIVE_TIMEOUT_SECS plus the lease margin, so a run killed
+    // mid-delivery leaves a lease that ends within that, not at the end of the day.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let retention = support::retention(
+        &db.url,
+        &[("REDRIVE_TIMEOUT_SECS", "10"), ("LEASE_MARGIN_SECS", "10")],
+        LeaseProbe(seen.clone()),
+    )
+    .await;
+    let a_day = SystemTime::now() + Duration::from_secs(86_400);
+
+    for id in ["bulk-1", "bulk-2", "bulk-3"] {
+        stored(&c, id, "dead").await;
+    }
+    let report = retention.handle(replay_all("github"), a_day).await.unwrap();
+    assert_eq!(report.reclaimed, 3, "{report:?}");
+    stored(&c, "due-1", "failed").await;
+    let report = retention.handle(json!({}), a_day).await.unwrap();
+    assert_eq!(report.reclaimed, 1, "{report:?}");
+    stored(&c, "one-1", "dead").await;
+    let replay = json!({"command": "replay", "source": "github", "delivery_id": "one-1"});
+    let report = retention.handle(replay, a_day).await.unwrap();
+    assert_eq!(report.reclaimed, 1, "{report:?}");
+
+    let seen = seen.lock().expect("probe").clone();
+    println!("[replay] lease left while processing, in seconds: {seen:?}");
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    for (id, left) in &seen {
+        assert!(
+            *left > 15.0 && *left <= 20.0,
+            "{id}: leased for {left:.0} s from now, not the 10 s timeout + 10 s margin"
+        );
+    }
 }

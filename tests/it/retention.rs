@@ -33,6 +33,7 @@ fn settings() -> RetentionSettings {
         trim_dead_after: None,
         batch_size: 1000,
         deadline_margin: Duration::from_secs(1),
+        redrive_timeout: Duration::from_secs(10),
     }
 }
 
@@ -131,6 +132,7 @@ async fn claim_as(c: &Client, source: &str, id: &str, body: &str, owner: &str) -
         payload_sha256: &hash,
         headers: &headers,
         long_key_retention: false,
+        replay_guard: false,
     };
     let claimant = Claimant {
         owner,

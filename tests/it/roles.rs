@@ -1,10 +1,14 @@
 //! The deployed split of database roles, on a real PostgreSQL: `sql/roles.sql` (run with psql,
-//! as an administrator would) makes an owner and an application role; the owner applies the
-//! migrations through the retention function's `migrate` command; the webhook function runs as
-//! the application role, which has no `CREATE`, with `HOOKCLAIM_MIGRATE=never` (the template's
-//! setting), and gives every row of the response table. A schema that is behind answers 503 and
-//! is logged, without failing the cold start, until the owner has migrated. The application role
-//! records destinations' progress, and the owner's purge removes it with its delivery.
+//! as an administrator would) makes an owner and an application role. The retention function
+//! holds both logins, as the template gives them: the owner's only to apply the migrations and
+//! the processor's setup (its cold start and the `migrate` command), the application role's for
+//! everything else, so internet-supplied payloads are re-driven and replayed without DDL
+//! rights. The webhook function runs as the application role alone, which has no `CREATE`, with
+//! `HOOKCLAIM_MIGRATE=never` (the template's setting), and gives every row of the response
+//! table. The application role cannot write the record of migrations. A schema that is behind
+//! answers 503 and is logged, without failing the cold start, until the owner has migrated. The
+//! application role records destinations' progress, and retention's purge removes it with its
+//! delivery.
 
 use crate::support;
 
@@ -110,13 +114,29 @@ async fn app_webhook<P: Processor>(
     support::webhook(&roles.app_url, &all, processor).await
 }
 
-/// The deployed retention function: the owner role, migrating (its cold start applies what is
-/// missing; the `migrate` command reports the version reached).
-async fn owner_migrates<P: Processor>(roles: &Roles, processor: P) -> serde_json::Value {
-    let config = support::config(&roles.owner_url, &[("HOOKCLAIM_MIGRATE", "auto")]);
-    let retention = hookclaim::environment::retention(&config, processor)
+/// The deployed retention function: the application role's login for its work and the owner's
+/// for migrating (`DATABASE_OWNER_URL` here, `DATABASE_OWNER_SECRET_ARN` in AWS), with
+/// `overrides`. Its cold start applies what is missing, as the owner.
+async fn deployed_retention<P: Processor>(
+    roles: &Roles,
+    overrides: &[(&str, &str)],
+    processor: P,
+) -> hookclaim::retention::Retention<P> {
+    let mut all = vec![
+        ("HOOKCLAIM_MIGRATE", "auto"),
+        ("DATABASE_OWNER_URL", roles.owner_url.as_str()),
+    ];
+    all.extend_from_slice(overrides);
+    let config = support::config(&roles.app_url, &all);
+    hookclaim::environment::retention(&config, processor)
         .await
-        .expect("retention cold start");
+        .expect("retention cold start")
+}
+
+/// The deployed retention function's `migrate` command: the report's `migrations` (the version
+/// reached).
+async fn owner_migrates<P: Processor>(roles: &Roles, processor: P) -> serde_json::Value {
+    let retention = deployed_retention(roles, &[], processor).await;
     let report = retention
         .handle(
             json!({"command": "migrate"}),
@@ -247,7 +267,7 @@ async fn the_roles_script_gives_the_application_role_data_rights_only_on_hookcla
 }
 
 #[tokio::test]
-async fn the_application_role_records_destination_progress_and_the_owners_purge_removes_it() {
+async fn the_application_role_records_destination_progress_and_retentions_purge_removes_it() {
     let db = TestDb::empty().await;
     let roles = roles(&db).await;
     owner_migrates(&roles, Scripted).await;
@@ -296,13 +316,9 @@ async fn the_application_role_records_destination_progress_and_the_owners_purge_
         .batch_execute("UPDATE hookclaim_deliveries SET completed_at = now() - interval '400 days'")
         .await
         .unwrap();
-    let config = support::config(&roles.owner_url, &settings);
-    let retention = hookclaim::environment::retention(
-        &config,
-        hookclaim::Shipped::from_config(&config).expect("destinations processor"),
-    )
-    .await
-    .expect("retention cold start");
+    let config = support::config(&roles.app_url, &settings);
+    let processor = hookclaim::Shipped::from_config(&config).expect("destinations processor");
+    let retention = deployed_retention(&roles, &settings, processor).await;
     let report = retention
         .handle(json!({}), SystemTime::now() + Duration::from_secs(30))
         .await
@@ -386,7 +402,8 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
         (200, "duplicate"),
     );
     // 202 in progress: another environment holds the claim.
-    let hash = sha256(b"{}");
+    let busy = br#"{"n":"busy-1"}"#;
+    let hash = sha256(busy);
     ledger::claim(
         &owner,
         &NewDelivery {
@@ -394,10 +411,11 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
             delivery_id: "busy-1",
             id_origin: hookclaim::verify::IdOrigin::Header,
             event_type: Some("push"),
-            payload: b"{}",
+            payload: busy,
             payload_sha256: &hash,
             headers: &Default::default(),
             long_key_retention: true,
+            replay_guard: true,
         },
         &Claimant {
             owner: "someone-else",
@@ -410,7 +428,7 @@ async fn every_response_row_answers_as_the_application_role_without_create() {
     .unwrap();
     expect(
         "duplicate while another invocation holds it",
-        &hook.handle(send("busy-1", "{}")).await,
+        &hook.handle(send("busy-1", r#"{"n":"busy-1"}"#)).await,
         (202, "in_progress"),
     );
     // 503 failed, with Retry-After, then 503 retry_later for the redelivery not yet due.
@@ -576,6 +594,287 @@ async fn with_auto_migration_the_application_role_fails_on_permissions_so_never_
     assert_eq!(answer(&resp).0, 503);
     let err = hook.ensure_ready().await.unwrap_err();
     assert!(err.to_string().contains("permission denied"), "{err}");
+}
+
+/// Records which database user ran each delivery (`current_user` inside the delivery's
+/// transaction). A body with `"fail_first": true` fails its first attempt, so the retention
+/// function re-drives it.
+struct WhoRan;
+
+impl Processor for WhoRan {
+    fn name(&self) -> &'static str {
+        "who-ran"
+    }
+
+    async fn setup(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+    ) -> Result<(), tokio_postgres::Error> {
+        // Checked first, so the application role (no CREATE) finds the owner's table.
+        let exists: bool = tx
+            .query_typed_one("SELECT to_regclass('who_ran') IS NOT NULL", &[])
+            .await?
+            .get(0);
+        if !exists {
+            tx.batch_execute("CREATE TABLE who_ran (delivery_id text, attempt int, db_user text)")
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn process(
+        &self,
+        delivery: &hookclaim::processor::Delivery,
+        work: &mut hookclaim::work::Work<'_>,
+    ) -> Result<hookclaim::processor::Outcome, hookclaim::processor::ProcessError> {
+        use hookclaim::processor::Outcome;
+        use tokio_postgres::types::Type;
+        let body = delivery.json().unwrap_or_default();
+        if body["fail_first"] == json!(true) && delivery.attempt == 1 {
+            return Ok(Outcome::Retry("the first attempt fails".into()));
+        }
+        work.execute("INSERT INTO who_ran VALUES ($1, $2, current_user)")
+            .bind(delivery.delivery_id.clone(), Type::TEXT)
+            .bind(delivery.attempt, Type::INT4);
+        Ok(Outcome::Done)
+    }
+}
+
+/// (delivery id, attempt, database user) of every run [`WhoRan`] recorded.
+async fn who_ran(c: &tokio_postgres::Client) -> Vec<(String, i32, String)> {
+    c.query(
+        "SELECT delivery_id, attempt, db_user FROM who_ran ORDER BY delivery_id, attempt",
+        &[],
+    )
+    .await
+    .expect("read who_ran")
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
+}
+
+#[tokio::test]
+async fn retention_migrates_as_the_owner_and_runs_re_drives_replays_purge_and_stats_as_the_app() {
+    let db = TestDb::empty().await;
+    let roles = roles(&db).await;
+    let admin = db.client().await;
+
+    // Cold start: the owner applies the migrations and the processor's setup.
+    let retention = deployed_retention(&roles, &[("RETRY_BASE_SECS", "60")], WhoRan).await;
+    let owners: Vec<String> = admin
+        .query(
+            "SELECT DISTINCT tableowner::text FROM pg_tables WHERE schemaname = 'hookclaim'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        owners,
+        vec![roles.owner.clone()],
+        "the owner made every table"
+    );
+    // Its connection is let go once that is done: only the application role's stays.
+    let owner_sessions = async || {
+        support::count(
+            &admin,
+            &format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = '{}'",
+                roles.owner
+            ),
+        )
+        .await
+    };
+    let owner_let_go =
+        support::eventually(Duration::from_secs(5), async || owner_sessions().await == 0).await;
+
+    // A delivery fails at the webhook (the application role) and is due again.
+    let hook = app_webhook(&roles, &[("RETRY_BASE_SECS", "60")], WhoRan).await;
+    let body = br#"{"fail_first":true,"order":"o-1"}"#;
+    let failed = hook
+        .handle(github_request(Format::HttpApiV2, "redrive-1", body, false))
+        .await;
+    assert_eq!(answer(&failed).1["status"], "failed");
+    admin
+        .batch_execute(
+            "UPDATE hookclaim.hookclaim_deliveries SET next_attempt_at = now()
+              WHERE delivery_id = 'redrive-1'",
+        )
+        .await
+        .unwrap();
+
+    let deadline = || SystemTime::now() + Duration::from_secs(60);
+    let run = retention.handle(json!({}), deadline()).await.expect("run");
+    assert_eq!(run.reclaimed, 1, "{run:?}");
+    let replay = json!({"command": "replay", "source": "github", "delivery_id": "redrive-1",
+                        "force": true});
+    retention.handle(replay, deadline()).await.expect("replay");
+    let purge = json!({"command": "purge", "older_than_days": 1, "force": true});
+    retention.handle(purge, deadline()).await.expect("purge");
+    let stats = retention
+        .handle(json!({"command": "stats"}), deadline())
+        .await
+        .expect("stats");
+    assert!(stats.stats.is_some());
+
+    assert_eq!(
+        who_ran(&support::connect(&roles.owner_url).await).await,
+        vec![
+            ("redrive-1".to_string(), 2, roles.app.clone()),
+            ("redrive-1".to_string(), 3, roles.app.clone()),
+        ],
+        "the re-drive and the replay ran as the application role"
+    );
+    assert!(
+        owner_let_go,
+        "the owner's connection stayed open after the cold start"
+    );
+    assert!(
+        support::eventually(Duration::from_secs(5), async || owner_sessions().await == 0).await,
+        "only the migrations used the owner's login"
+    );
+
+    // The migrate command: the owner again, and nothing left to apply.
+    let migrate = retention
+        .handle(json!({"command": "migrate"}), deadline())
+        .await
+        .expect("migrate");
+    let migrations = migrate.migrations.expect("migrations section");
+    assert_eq!(
+        (migrations.applied, migrations.version),
+        (vec![], hookclaim::schema::latest_version())
+    );
+}
+
+#[tokio::test]
+async fn the_application_role_cannot_write_the_record_of_migrations() {
+    let db = TestDb::empty().await;
+    let roles = roles(&db).await;
+    owner_migrates(&roles, Scripted).await;
+    // The roles script run again after the first migration (it grants on every table again).
+    let (url, owner, app) = (db.url.clone(), roles.owner.clone(), roles.app.clone());
+    tokio::task::spawn_blocking(move || {
+        run_roles_sql(&url, &owner, &app, &[("app_password", "app-pw-for-tests")])
+    })
+    .await
+    .expect("psql task");
+    let app = support::connect(&roles.app_url).await;
+
+    let mut refused = Vec::new();
+    for sql in [
+        "INSERT INTO hookclaim_schema_migrations (version, name) VALUES (999, 'forged')",
+        "UPDATE hookclaim_schema_migrations SET version = 999",
+        "DELETE FROM hookclaim_schema_migrations",
+        "TRUNCATE hookclaim_schema_migrations",
+    ] {
+        let e = app.batch_execute(sql).await.err();
+        refused.push((sql, e.and_then(|e| e.code().cloned())));
+    }
+
+    for (sql, code) in &refused {
+        assert_eq!(
+            code.as_ref(),
+            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{sql}; all: {refused:?}"
+        );
+    }
+    // It still reads the version (a function that never migrates checks it) and writes the
+    // deliveries.
+    assert_eq!(
+        hookclaim::schema::current_version(&app).await.unwrap(),
+        hookclaim::schema::latest_version()
+    );
+    let hook = app_webhook(&roles, &[], StoreOnly).await;
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "app-1", b"{}", false))
+        .await;
+    assert_eq!(answer(&resp).0, 200, "{:?}", answer(&resp));
+}
+
+#[tokio::test]
+async fn in_aws_the_retention_function_reads_the_owners_secret_to_migrate_and_works_as_the_app() {
+    // As the template deploys it: DATABASE_SECRET_ARN (the application role) and
+    // DATABASE_OWNER_SECRET_ARN (the owner), both RDS-format secrets in Secrets Manager.
+    let moto = support::moto::server();
+    let db = TestDb::empty().await;
+    let roles = roles(&db).await;
+    let url: tokio_postgres::Config = db.url.parse().expect("test URL");
+    let secret = |user: &str, password: &str| {
+        let host = match &url.get_hosts()[0] {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            other => panic!("a TCP host expected, got {other:?}"),
+        };
+        json!({"username": user, "password": password, "host": host,
+               "port": url.get_ports()[0], "dbname": url.get_dbname()})
+        .to_string()
+    };
+    let (app_name, owner_name) = (
+        support::moto::unique_name("db-app"),
+        support::moto::unique_name("db-owner"),
+    );
+    let app_arn =
+        support::moto::create_secret(&app_name, &secret(&roles.app, "app-pw-for-tests")).await;
+    let owner_arn =
+        support::moto::create_secret(&owner_name, &secret(&roles.owner, "owner-pw-for-tests"))
+            .await;
+    let settings = [
+        ("HOOKCLAIM_MIGRATE", "auto"),
+        ("DATABASE_SECRET_ARN", app_arn.as_str()),
+        ("DATABASE_OWNER_SECRET_ARN", owner_arn.as_str()),
+    ];
+    let config = support::config(&db.url, &settings);
+
+    let retention = hookclaim::environment::retention(&config, StoreOnly)
+        .await
+        .expect("retention cold start");
+    let stats = retention
+        .handle(
+            json!({"command": "stats"}),
+            SystemTime::now() + Duration::from_secs(30),
+        )
+        .await
+        .expect("stats");
+
+    assert!(stats.stats.is_some());
+    let admin = db.client().await;
+    let owner: String = admin
+        .query_one(
+            "SELECT tableowner::text FROM pg_tables WHERE tablename = 'hookclaim_deliveries'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, roles.owner, "migrated with the owner's secret");
+    let sessions = |user: String| {
+        let admin = &admin;
+        async move {
+            support::count(
+                admin,
+                &format!("SELECT count(*) FROM pg_stat_activity WHERE usename = '{user}'"),
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        sessions(roles.app.clone()).await,
+        1,
+        "its work on the app's"
+    );
+    assert!(
+        support::eventually(Duration::from_secs(5), async || {
+            sessions(roles.owner.clone()).await == 0
+        })
+        .await,
+        "the owner's connection was let go"
+    );
+    let reads = (
+        moto.count(support::moto::GET_SECRET_VALUE, &app_name),
+        moto.count(support::moto::GET_SECRET_VALUE, &owner_name),
+    );
+    assert_eq!(reads, (1, 1), "each secret read once, at cold start");
 }
 
 async fn owner_admin(db: &TestDb, sql: &str) {

@@ -60,7 +60,8 @@ async fn duplicate_of_a_finished_delivery_answers_200_duplicate_and_stores_nothi
     let c = db.client().await;
     for format in FORMATS {
         let id = format!("dup-{format:?}");
-        let body = br#"{"action":"opened"}"#;
+        let body = format!(r#"{{"action":"opened","number":"{id}"}}"#);
+        let body = body.as_bytes();
         hook.handle(github_request(format, &id, body, false)).await;
         let before = delivery_count(&c).await;
 
@@ -87,7 +88,8 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
     let c = db.client().await;
     for format in FORMATS {
         let id = format!("busy-{format:?}");
-        let body = br#"{"order_id":"o-busy"}"#;
+        let body = format!(r#"{{"order_id":"o-busy-{format:?}"}}"#);
+        let body = body.as_bytes();
         let hash = sha2_256(body);
         let headers = Default::default();
         // Another environment claimed it a moment ago and is still processing.
@@ -102,6 +104,7 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
                 payload_sha256: &hash,
                 headers: &headers,
                 long_key_retention: true,
+                replay_guard: true,
             },
             &Claimant {
                 owner: "someone-else",
@@ -131,7 +134,8 @@ async fn retryable_failure_answers_503_and_keeps_error_attempt_and_payload() {
     let c = db.client().await;
     for format in FORMATS {
         let id = format!("fail-{format:?}");
-        let body = br#"{"behaviour":"retry"}"#;
+        let body = format!(r#"{{"behaviour":"retry","n":"{id}"}}"#);
+        let body = body.as_bytes();
         let resp = hook.handle(github_request(format, &id, body, false)).await;
         let (status, json) = answer(&resp);
         assert_eq!(
@@ -192,23 +196,13 @@ async fn a_due_failed_row_is_retried_by_the_next_redelivery_and_can_succeed() {
     let db = TestDb::migrated().await;
     let hook = support::webhook(&db.url, &[("RETRY_BASE_SECS", "0")], Scripted).await;
     let c = db.client().await;
-    hook.handle(github_request(
-        Format::HttpApiV2,
-        "flaky",
-        br#"{"behaviour":"retry"}"#,
-        false,
-    ))
-    .await;
+    let body = br#"{"behaviour":"retry-once"}"#;
+    hook.handle(github_request(Format::HttpApiV2, "flaky", body, false))
+        .await;
 
-    // The sender retries and this time processing succeeds (the test processor reads the
-    // behaviour from the body the retry carries, which this invocation verified).
+    // The sender retries with the same signed body, and this time processing succeeds.
     let resp = hook
-        .handle(github_request(
-            Format::HttpApiV2,
-            "flaky",
-            br#"{"behaviour":"ok"}"#,
-            false,
-        ))
+        .handle(github_request(Format::HttpApiV2, "flaky", body, false))
         .await;
     assert_eq!(
         answer(&resp),
@@ -235,16 +229,9 @@ async fn permanent_failure_answers_200_and_stores_dead_with_the_error() {
     let c = db.client().await;
     for format in FORMATS {
         let id = format!("dead-{format:?}");
-        let (status, json) = answer(
-            &hook
-                .handle(github_request(
-                    format,
-                    &id,
-                    br#"{"behaviour":"permanent"}"#,
-                    false,
-                ))
-                .await,
-        );
+        let body = format!(r#"{{"behaviour":"permanent","n":"{id}"}}"#);
+        let body = body.as_bytes();
+        let (status, json) = answer(&hook.handle(github_request(format, &id, body, false)).await);
         assert_eq!(
             (status, json["status"].as_str()),
             (200, Some("dead")),
@@ -254,16 +241,7 @@ async fn permanent_failure_answers_200_and_stores_dead_with_the_error() {
         assert_eq!(st, "dead");
         assert_eq!(error.as_deref(), Some("order was cancelled"));
         // A redelivery is a duplicate: the sender stops.
-        let (status, json) = answer(
-            &hook
-                .handle(github_request(
-                    format,
-                    &id,
-                    br#"{"behaviour":"permanent"}"#,
-                    false,
-                ))
-                .await,
-        );
+        let (status, json) = answer(&hook.handle(github_request(format, &id, body, false)).await);
         assert_eq!((status, json["status"].as_str()), (200, Some("duplicate")));
     }
 }

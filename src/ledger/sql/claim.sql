@@ -1,5 +1,5 @@
 -- Claims one delivery in one call: hookclaim_claim in migrations/0001_ledger.sql.
-SELECT state, attempt, same_payload, retry_at
+SELECT state, attempt, same_payload, retry_at, body_of
   FROM hookclaim_claim(
            $1,   -- source
            $2,   -- delivery id
@@ -12,4 +12,5 @@ SELECT state, attempt, same_payload, retry_at
            $9,   -- id origin
            $10,  -- store only: stored as done at once
            $11,  -- long key retention
-           $12)  -- attempt cap
+           $12,  -- replay guard: the body is a key too
+           $13)  -- attempt cap

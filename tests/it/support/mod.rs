@@ -572,6 +572,14 @@ pub fn github_request(
     github_request_with_secret(GITHUB_SECRET, format, id, body, base64_body)
 }
 
+/// A GitHub-signed request in `format` with delivery id `id` and a body of its own
+/// (`{"delivery": id}`): two deliveries of one sender carry different bodies, and a GitHub
+/// source's replay guard answers the same signed body under another id as a duplicate.
+pub fn github_delivery(format: Format, id: &str) -> lambda_http::Request {
+    let body = serde_json::json!({ "delivery": id }).to_string();
+    github_request(format, id, body.as_bytes(), false)
+}
+
 /// A GitHub request in `format` with delivery id `id`, signed with `secret`.
 pub fn github_request_with_secret(
     secret: &str,

@@ -5,8 +5,8 @@ use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
 use hookclaim::work::Work;
 use tokio_postgres::types::Type;
 
-/// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "permanent" | "ok" |
-/// "panic" | "hang" | …}`.
+/// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "retry-once" |
+/// "permanent" | "ok" | "panic" | "hang" | …}` (`retry-once` fails the first attempt only).
 /// It writes an effect that a failure must roll back, and reads it back inside the transaction
 /// before deciding, so both the queued write and the in-transaction read are exercised.
 pub struct Scripted;
@@ -63,6 +63,9 @@ impl Processor for Scripted {
                 Outcome::Retry("statements deallocated".into())
             }
             Some("retry") => Outcome::Retry("downstream unavailable".into()),
+            Some("retry-once") if delivery.attempt == 1 => {
+                Outcome::Retry("downstream unavailable".into())
+            }
             Some("permanent") => Outcome::Permanent("order was cancelled".into()),
             _ => Outcome::Done,
         })
