@@ -2,9 +2,6 @@
 //! paid Stripe Checkout order once, in its own table, in the delivery's transaction. The binaries
 //! `orders-webhook` and `orders-retention` run it as the two Lambda functions.
 
-// The README's "Your own processing" block shows `process` and `RECORD_ORDER` as they are here
-// (tests/it/example.rs checks it): change both together.
-
 use hookclaim::tokio_postgres::types::Type;
 use hookclaim::tokio_postgres::{self, Transaction};
 use hookclaim::{Delivery, Outcome, ProcessError, Processor, Work};
