@@ -46,7 +46,7 @@
 //! authentication), `destinations` (the fan-out to SQS, EventBridge, Step Functions and signed
 //! HTTP endpoints) and `forward` (the HTTP forwarder). A function that reads its secrets and
 //! login from environment variables and runs its own processor needs none of them: with
-//! `default-features = false` it builds no AWS SDK, rustls or aws-lc. A setting that asks for a
+//! `default-features = false` it builds no AWS SDK and no HTTP client. A setting that asks for a
 //! part the build left out stops the cold start with an error naming the setting and the
 //! feature.
 

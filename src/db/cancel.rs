@@ -12,7 +12,7 @@ use super::describe;
 /// acknowledged it.
 pub(super) async fn cancel(
     token: &CancelToken,
-    tls: Option<postgres_native_tls::MakeTlsConnector>,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     (host, port): (String, u16),
 ) -> std::io::Result<()> {
     let socket = tokio::net::TcpStream::connect((host.as_str(), port))

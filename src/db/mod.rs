@@ -39,7 +39,7 @@ use tokio_postgres::{Client, NoTls};
 use crate::aws::DatabaseSecret;
 #[cfg(feature = "rds-iam")]
 use crate::aws::RdsIamAuth;
-use crate::config::{DbSettings, TlsMode};
+use crate::config::DbSettings;
 
 /// Why a database operation failed, as the caller needs to tell it apart.
 #[derive(Debug, thiserror::Error)]
@@ -163,7 +163,7 @@ impl Credentials {
 pub struct Database {
     settings: DbSettings,
     credentials: Credentials,
-    tls: Option<postgres_native_tls::MakeTlsConnector>,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     conn: Mutex<Option<Client>>,
     connects: AtomicU64,
     /// Pooled mode: whether the role's server-side timeouts have been checked (once).
@@ -193,10 +193,7 @@ impl Database {
         settings: DbSettings,
         credentials: Credentials,
     ) -> Result<Self, DbError> {
-        let tls = match settings.tls {
-            TlsMode::Disable => None,
-            mode => Some(tls::connector(mode, settings.ca_file.as_deref())?),
-        };
+        let tls = tls::connector(settings.tls, settings.ca_file.as_deref())?;
         Ok(Database {
             settings,
             credentials,
@@ -536,6 +533,7 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TlsMode;
 
     fn settings(pooled: bool) -> DbSettings {
         DbSettings {

@@ -1,54 +1,111 @@
-//! TLS for the database connection: the connector for each mode, and the CA bundle (such as the
-//! RDS global bundle) that `verify-full` trusts, read at cold start so a bad file fails it.
+//! TLS for the database connection, on rustls with aws-lc (the TLS stack and crypto library the
+//! AWS SDK and the forwarder use): the connector for each mode, and the CA bundle (such as the RDS
+//! global bundle) that `verify-full` trusts, read at cold start so a bad file fails it.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::config::TlsMode;
 
 use super::DbError;
 
-/// The connector for `mode`; `verify-full` trusts exactly the certificates in `ca_file`.
+/// The connector for `mode`, or none for `disable`; `verify-full` trusts exactly the
+/// certificates in `ca_file` and checks the host name.
 pub(super) fn connector(
     mode: TlsMode,
     ca_file: Option<&std::path::Path>,
-) -> Result<postgres_native_tls::MakeTlsConnector, DbError> {
-    let mut builder = native_tls::TlsConnector::builder();
-    match mode {
-        TlsMode::Disable => {}
-        TlsMode::Require => {
-            builder
-                .danger_accept_invalid_certs(true)
-                .danger_accept_invalid_hostnames(true);
-        }
+) -> Result<Option<MakeRustlsConnect>, DbError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| DbError::Tls(format!("cannot build TLS configuration: {e}")))?;
+    let config = match mode {
+        TlsMode::Disable => return Ok(None),
+        TlsMode::Require => config
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
         TlsMode::VerifyFull => {
             let path = ca_file.ok_or_else(|| {
                 DbError::Tls("verify-full needs a CA bundle file (DATABASE_CA_FILE)".into())
             })?;
-            let pem = std::fs::read(path).map_err(|e| {
-                DbError::Tls(unusable_bundle(path, &format!("cannot be read ({e})")))
-            })?;
-            let certs = pem_certificates(&pem);
-            if certs.is_empty() {
-                return Err(DbError::Tls(unusable_bundle(
-                    path,
-                    "holds no PEM certificate",
-                )));
-            }
             // Trust exactly the bundle: a public CA must not vouch for the database.
-            builder.disable_built_in_roots(true);
-            for cert in certs {
-                let cert = native_tls::Certificate::from_pem(cert.as_bytes()).map_err(|e| {
-                    DbError::Tls(unusable_bundle(
-                        path,
-                        &format!("holds an invalid certificate ({e})"),
-                    ))
-                })?;
-                builder.add_root_certificate(cert);
-            }
+            config
+                .with_root_certificates(bundle(path)?)
+                .with_no_client_auth()
         }
+    };
+    Ok(Some(MakeRustlsConnect::new(config)))
+}
+
+/// The certificates of the PEM bundle at `path`, every one of them usable as a trust anchor.
+fn bundle(path: &std::path::Path) -> Result<RootCertStore, DbError> {
+    let pem = std::fs::read(path)
+        .map_err(|e| DbError::Tls(unusable_bundle(path, &format!("cannot be read ({e})"))))?;
+    let invalid = |e: &dyn std::fmt::Display| {
+        DbError::Tls(unusable_bundle(
+            path,
+            &format!("holds an invalid certificate ({e})"),
+        ))
+    };
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.map_err(|e| invalid(&e))?).map_err(|e| invalid(&e))?;
     }
-    let connector = builder
-        .build()
-        .map_err(|e| DbError::Tls(format!("cannot build TLS connector: {e}")))?;
-    Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+    if roots.is_empty() {
+        return Err(DbError::Tls(unusable_bundle(
+            path,
+            "holds no PEM certificate",
+        )));
+    }
+    Ok(roots)
+}
+
+/// `require`, as libpq's `sslmode=require`: encrypted, but any certificate is accepted, so the
+/// server is not authenticated. The handshake's signatures are still checked, so the session's
+/// keys are agreed with whoever holds the certificate's private key.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The error for a CA bundle that `verify-full` cannot use: the file, what is wrong with it, and
@@ -64,34 +121,27 @@ fn unusable_bundle(path: &std::path::Path, problem: &str) -> String {
     )
 }
 
-/// Splits a PEM bundle (such as the RDS global bundle) into its certificates.
-fn pem_certificates(pem: &[u8]) -> Vec<String> {
-    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
-    const END: &str = "-----END CERTIFICATE-----";
-    let text = String::from_utf8_lossy(pem);
-    let mut certs = Vec::new();
-    let mut rest = text.as_ref();
-    while let Some(start) = rest.find(BEGIN) {
-        let Some(len) = rest[start..].find(END) else {
-            break;
-        };
-        let end = start + len + END.len();
-        certs.push(rest[start..end].to_string());
-        rest = &rest[end..];
-    }
-    certs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn pem_bundle_is_split_into_certificates() {
-        let one = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        let bundle = format!("junk\n{one}{one}-----BEGIN CERTIFICATE-----\ntruncated");
-        assert_eq!(pem_certificates(bundle.as_bytes()).len(), 2);
-        assert!(pem_certificates(b"nothing").is_empty());
+    fn a_bundle_with_a_broken_certificate_is_refused_by_name() {
+        let file = std::env::temp_dir().join(format!("hookclaim-bad-{}.pem", std::process::id()));
+        std::fs::write(
+            &file,
+            "junk\n-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let err = connector(TlsMode::VerifyFull, Some(&file)).err().unwrap();
+        let _ = std::fs::remove_file(&file);
+        assert!(err.to_string().contains("holds an invalid certificate"), "{err}");
+        assert!(err.to_string().contains(&file.display().to_string()));
+    }
+
+    #[test]
+    fn disable_has_no_connector() {
+        assert!(connector(TlsMode::Disable, None).unwrap().is_none());
     }
 
     #[test]
