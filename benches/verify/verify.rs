@@ -1,13 +1,14 @@
 //! Signature verification throughput against plain SHA-256 over the same bytes, for 1 KB, 64 KB
 //! and 1 MB bodies; and each provider kind (the signed-message presets, SHA-1, Twilio, the
 //! static token, Ed25519) against the primitive it is built on (`providers_paired`; alone with
-//! `cargo bench --bench verify -- providers`).
+//! `cargo bench -p hookclaim-verify-bench -- providers`).
 //!
 //! `verify/github` is the pure HMAC case (id and type in headers). `verify/stripe` and
 //! `verify/standard` also parse the JSON body for the delivery id or event type, as the handler
 //! needs them. `handler_hashing/github` is everything the handler hashes per delivery: the
-//! verification plus the SHA-256 of the payload it stores. Run with `cargo bench --bench verify`
-//! (scripts/bench does, with short measurement times).
+//! verification plus the SHA-256 of the payload it stores. Run with
+//! `cargo bench -p hookclaim-verify-bench` (scripts/bench does, with short measurement
+//! times).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -18,8 +19,8 @@ use hmac::Mac as _;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest as _, Sha256};
 
-use hookclaim::secret::Secret;
-use hookclaim::verify::{self, Scheme};
+use hookclaim_verify::secret::Secret;
+use hookclaim_verify::{self as verify, Scheme};
 
 const SIZES: [(usize, &str); 3] = [(1024, "1KB"), (64 * 1024, "64KB"), (1024 * 1024, "1MB")];
 const KEY: &[u8] = b"hookclaim-bench-secret";
@@ -191,7 +192,7 @@ fn paired() {
     }
     let dir = std::env::var_os("HOOKCLAIM_BENCH_OUT")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench").into());
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench").into());
     std::fs::create_dir_all(&dir).expect("results directory");
     std::fs::write(
         dir.join("verify_paired.json"),
@@ -210,7 +211,7 @@ criterion_group! {
 }
 
 fn main() {
-    // `cargo bench --bench verify -- providers` runs the providers' comparison alone.
+    // `cargo bench -p hookclaim-verify-bench -- providers` runs the providers' comparison alone.
     if std::env::args().any(|a| a == "providers") {
         providers_paired();
         return;
@@ -228,7 +229,7 @@ fn main() {
 mod providers {
     use super::*;
     use ed25519_dalek::{Signer as _, SigningKey, Verifier as _};
-    use hookclaim::verify::{presets, Incoming};
+    use hookclaim_verify::{presets, Incoming};
     use sha1::Sha1;
 
     /// A preset (or a kind built from presets' parts), a request signed for it, and the
@@ -462,7 +463,7 @@ fn providers_paired() {
     }
     let dir = std::env::var_os("HOOKCLAIM_BENCH_OUT")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench").into());
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench").into());
     std::fs::create_dir_all(&dir).expect("results directory");
     std::fs::write(
         dir.join("verify_providers.json"),
