@@ -112,19 +112,23 @@ venv_install() {
     "${missing_packages[@]}"
 }
 
-# What scripts/run needs, and nothing more.
-ensure_run_tools() {
+# What every script needs before its Python tools: cargo, the PostgreSQL server binaries and
+# target/venv.
+ensure_base_tools() {
   have cargo || missing "cargo" "install Rust (https://rustup.rs)"
   ensure_postgres
   ensure_venv
+}
+
+# What scripts/run needs, and nothing more.
+ensure_run_tools() {
+  ensure_base_tools
   venv_install "cargo-lambda=$CARGO_LAMBDA"
 }
 
-# What scripts/test needs: the run's tools and the test-only ones.
+# What scripts/test needs: the run's tools and the test-only ones, installed in one go.
 ensure_test_tools() {
-  have cargo || missing "cargo" "install Rust (https://rustup.rs)"
-  ensure_postgres
-  ensure_venv
+  ensure_base_tools
   if ! have pgbouncer && [ ! -x /usr/sbin/pgbouncer ]; then
     step "installing PgBouncer (tests/it/pooler.rs runs through it)"
     apt_install pgbouncer || missing "pgbouncer" \
