@@ -725,8 +725,8 @@ async fn a_claim_stuck_past_the_client_deadline_is_cancelled_on_the_server_behin
     let mut overrides = POOLED.to_vec();
     overrides.push(("DATABASE_STATEMENT_TIMEOUT_MS", "300"));
     let hook = support::webhook(&bouncer.url(&db.name), &overrides, StoreOnly).await;
-    let (status, _) = answer(&hook.handle(delivery("locked", "o")).await);
-    assert_eq!(status, 200);
+    let (status, json) = answer(&hook.handle(delivery("locked", "o")).await);
+    assert_eq!(status, 200, "first delivery: {json}\n{}", bouncer.log());
 
     // Something else holds a lock that a new delivery's claim needs: a non-concurrent CREATE
     // INDEX takes this table lock, which the claim's INSERT conflicts with. A duplicate of a done
@@ -736,13 +736,20 @@ async fn a_claim_stuck_past_the_client_deadline_is_cancelled_on_the_server_behin
         .await
         .unwrap();
     let (status, json) = answer(&hook.handle(delivery("locked", "o")).await);
-    assert_eq!((status, json["status"].as_str()), (200, Some("duplicate")));
+    assert_eq!(
+        (status, json["status"].as_str()),
+        (200, Some("duplicate")),
+        "duplicate under the lock: {json}\n{}",
+        bouncer.log()
+    );
     let started = Instant::now();
     let (status, json) = answer(&hook.handle(delivery("stuck", "o3")).await);
     let waited = started.elapsed();
     assert_eq!(
         (status, json["status"].as_str()),
-        (503, Some("unavailable"))
+        (503, Some("unavailable")),
+        "claim stuck on the lock, after {waited:?}: {json}\n{}",
+        bouncer.log()
     );
 
     // The claims the client gave up on were cancelled on the server, not left waiting on the
@@ -785,9 +792,19 @@ async fn a_claim_stuck_past_the_client_deadline_is_cancelled_on_the_server_behin
 
     // Once the lock is gone the sender's retry is claimed: nothing of the cancelled try stayed.
     let (status, json) = answer(&hook.handle(delivery("stuck", "o3")).await);
-    assert_eq!((status, json["status"].as_str()), (200, Some("processed")));
-    let (status, _) = answer(&hook.handle(delivery("after", "o2")).await);
-    assert_eq!(status, 200);
+    assert_eq!(
+        (status, json["status"].as_str()),
+        (200, Some("processed")),
+        "the retry once the lock is gone: {json}\n{}",
+        bouncer.log()
+    );
+    let (status, json) = answer(&hook.handle(delivery("after", "o2")).await);
+    assert_eq!(
+        status,
+        200,
+        "a new delivery after it: {json}\n{}",
+        bouncer.log()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
