@@ -48,7 +48,7 @@ pub struct Forwarder {
 impl Forwarder {
     /// A forwarder to `url` (http or https; https verified against the system's roots).
     pub fn new(url: http::Uri, timeout: Duration) -> Result<Self, String> {
-        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let provider = rustls::crypto::ring::default_provider();
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider)
             .map_err(|e| format!("cannot load the system's root certificates: {e}"))?

@@ -12,12 +12,23 @@ pub mod rds_iam;
 pub mod secrets;
 
 use aws_config::{BehaviorVersion, SdkConfig};
+use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use tokio::sync::OnceCell;
 
 #[cfg(feature = "rds-iam")]
 pub use rds_iam::RdsIamAuth;
 #[cfg(feature = "secrets-manager")]
 pub use secrets::{DatabaseSecret, SecretLoginError};
+
+/// aws-config's loader of the standard settings, with the HTTPS client every AWS call of
+/// hookclaim makes: the SDK's own client on rustls with ring, the crypto library of hookclaim's
+/// other TLS connections (the SDK's default client is on aws-lc).
+pub fn config_loader() -> aws_config::ConfigLoader {
+    let https = aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::Ring))
+        .build_https();
+    aws_config::defaults(BehaviorVersion::latest()).http_client(https)
+}
 
 /// The execution environment's AWS configuration and clients, made on first use and shared by
 /// everything that calls AWS. Making them calls nothing; an environment configured entirely
@@ -47,9 +58,7 @@ impl Aws {
 
     /// The configuration from the environment (variables, profile files, the Lambda role).
     pub async fn config(&self) -> &SdkConfig {
-        self.config
-            .get_or_init(|| aws_config::load_defaults(BehaviorVersion::latest()))
-            .await
+        self.config.get_or_init(|| config_loader().load()).await
     }
 
     #[cfg(feature = "secrets-manager")]

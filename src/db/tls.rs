@@ -1,4 +1,4 @@
-//! TLS for the database connection, on rustls with aws-lc (the TLS stack and crypto library the
+//! TLS for the database connection, on rustls with ring (the TLS stack and crypto library the
 //! AWS SDK and the forwarder use): the connector for each mode, and the CA bundle (such as the RDS
 //! global bundle) that `verify-full` trusts, read at cold start so a bad file fails it.
 
@@ -21,7 +21,7 @@ pub(super) fn connector(
     mode: TlsMode,
     ca_file: Option<&std::path::Path>,
 ) -> Result<Option<MakeRustlsConnect>, DbError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| DbError::Tls(format!("cannot build TLS configuration: {e}")))?;

@@ -40,7 +40,7 @@ fn unique(prefix: &str) -> String {
 /// reaches it.
 async fn sdk() -> aws_config::SdkConfig {
     moto::server();
-    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+    hookclaim::aws::config_loader().load().await
 }
 
 /// A queue: its URL and ARN.
@@ -648,7 +648,7 @@ async fn a_failed_put_events_entry_is_retried_and_leaves_one_event_and_earlier_p
     let config = hookclaim::config::parse_destinations(&listed.to_string(), &no_secrets).unwrap();
     // The processor's AWS calls go through the proxy; everything else about it is as deployed.
     let through_proxy = || async {
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        let sdk = hookclaim::aws::config_loader()
             .endpoint_url(&proxy)
             .load()
             .await;

@@ -273,9 +273,7 @@ async fn the_application_role_records_destination_progress_and_retentions_purge_
     owner_migrates(&roles, Scripted).await;
     // moto's server first: starting it points this process's AWS settings at it.
     support::moto::server();
-    let sqs = aws_sdk_sqs::Client::new(
-        &aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await,
-    );
+    let sqs = aws_sdk_sqs::Client::new(&hookclaim::aws::config_loader().load().await);
     let queue_url = sqs
         .create_queue()
         .queue_name(format!("hc-roles-{:08x}", fastrand::u32(..)))

@@ -214,7 +214,7 @@ pub fn unique_name(prefix: &str) -> String {
 /// A Secrets Manager client made the way the code under test makes its own (aws-config).
 pub async fn secrets_client() -> aws_sdk_secretsmanager::Client {
     server();
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let config = hookclaim::aws::config_loader().load().await;
     aws_sdk_secretsmanager::Client::new(&config)
 }
 
