@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde_json::{json, Value};
+use tracing_subscriber::filter::{LevelFilter, Targets};
 
 /// The CloudWatch namespace of the metrics when `HOOKCLAIM_METRICS_NAMESPACE` is not set.
 pub const DEFAULT_NAMESPACE: &str = "hookclaim";
@@ -89,25 +90,59 @@ pub fn log_to_stderr() {
 }
 
 /// Sets up JSON logging for `tracing`: level from `AWS_LAMBDA_LOG_LEVEL` (set by Lambda's
-/// logging configuration) or `RUST_LOG`, default `info`.
+/// logging configuration) or `RUST_LOG`, default `info`. A setting it cannot read logs at
+/// `info` and says so in a warning line.
 pub fn init_logging() {
-    let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
+    use tracing_subscriber::prelude::*;
+
+    let setting = std::env::var("AWS_LAMBDA_LOG_LEVEL")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".into())
-        .to_lowercase();
-    let logs = tracing_subscriber::fmt()
+        .unwrap_or_default();
+    let (filter, unreadable) = match log_filter(&setting) {
+        Ok(filter) => (filter, None),
+        Err(e) => (Targets::new().with_default(LevelFilter::INFO), Some(e)),
+    };
+    let logs = tracing_subscriber::fmt::layer()
         .json()
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
-        .with_ansi(false)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(level));
+        .with_ansi(false);
+    let registry = tracing_subscriber::registry().with(filter);
     let _ = if TO_STDERR.load(Ordering::Relaxed) {
-        logs.with_writer(std::io::stderr).try_init()
+        registry.with(logs.with_writer(std::io::stderr)).try_init()
     } else {
-        logs.try_init()
+        registry.with(logs).try_init()
     };
+    if let Some(e) = unreadable {
+        tracing::warn!(setting = %setting, error = %e, "log level setting not understood; logging at info");
+    }
+}
+
+/// The filter a log level setting asks for: empty for `info`; a level (Lambda's `TRACE` …
+/// `FATAL`, any case; `FATAL` is `error`, the most serious level `tracing` has), or
+/// `RUST_LOG`'s comma-separated `target=level` directives with an optional default level.
+fn log_filter(setting: &str) -> Result<Targets, String> {
+    let setting = setting.trim().to_ascii_lowercase();
+    match setting.as_str() {
+        "" => return Ok(Targets::new().with_default(LevelFilter::INFO)),
+        "fatal" => return Ok(Targets::new().with_default(LevelFilter::ERROR)),
+        _ => {}
+    }
+    if setting.contains(['[', '{']) {
+        return Err("span and field filters are not supported: use target=level".into());
+    }
+    // A bare word that is not a level would be read as a target name with every level on.
+    let levels = ["off", "error", "warn", "info", "debug", "trace"];
+    if let Some(word) = setting
+        .split(',')
+        .map(str::trim)
+        .find(|d| !d.contains('=') && !levels.contains(d))
+    {
+        return Err(format!("{word:?} is not a level"));
+    }
+    setting.parse().map_err(|e| format!("{e}"))
 }
 
 /// How serious a log line is, as Lambda's JSON log format and its log-level filter read it.
@@ -322,6 +357,22 @@ pub fn emit_text(line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_level_settings_of_lambda_and_rust_log_are_read_and_bad_ones_refused() {
+        let default_level = |s: &str| log_filter(s).map(|t| t.default_level());
+        assert_eq!(default_level(""), Ok(Some(LevelFilter::INFO)));
+        assert_eq!(default_level("DEBUG"), Ok(Some(LevelFilter::DEBUG)));
+        assert_eq!(default_level("WARN"), Ok(Some(LevelFilter::WARN)));
+        assert_eq!(default_level("FATAL"), Ok(Some(LevelFilter::ERROR)));
+        let directives = log_filter("warn,hookclaim=debug").unwrap();
+        assert!(directives.would_enable("hookclaim::db", &tracing::Level::DEBUG));
+        assert!(!directives.would_enable("tokio_postgres", &tracing::Level::INFO));
+        assert!(directives.would_enable("tokio_postgres", &tracing::Level::WARN));
+        for bad in ["loud", "info,verbose", "hookclaim=loud", "[span]=debug"] {
+            assert!(log_filter(bad).is_err(), "{bad} accepted");
+        }
+    }
 
     #[test]
     fn delivery_line_is_a_valid_emf_document() {
