@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 
 from cfn import ROOT, function_settings, refusals
 import cfn
@@ -198,29 +199,40 @@ def check_combinations(template):
             fn: function_settings(template, params, fn)
             for fn in ("WebhookFunction", "RetentionFunction")
         }
-    # cfn-lint (what `sam validate --lint` runs) once over every accepted combination: one start
-    # of its rule set instead of one per file. Its findings name the file they are in.
-    code, out = run(["cfn-lint", *map(str, accepted.values())])
-    if code != 0:
-        fail("cfn-lint\n%s" % out)
-    print("cfn-lint, the %d accepted combinations: %s"
-          % (len(accepted), "clean" if code == 0 else "FAILED"))
-    if sam:
-        # SAM's own linting entry point, once, on the template as committed.
-        code, out = run([sam, "validate", "--lint", "-t", "template.yaml"], env=offline_env())
-        if code != 0:
-            fail("template.yaml: sam validate --lint\n%s" % out)
-        print("template.yaml: sam validate --lint %s" % ("clean" if code == 0 else "FAILED"))
-    print("%-34s %-9s %s" % ("combination", "verdict", "sam validate"))
-    for name, path in accepted.items():
-        translates = "not run"
+    # The linters and validators, each a Python process busy for a second or more, run on every
+    # core at once; their verdicts are reported in order below.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        # cfn-lint (what `sam validate --lint` runs) once over every accepted combination: one
+        # start of its rule set instead of one per file. Its findings name the file they are in.
+        lint = pool.submit(run, ["cfn-lint", *map(str, accepted.values())])
         if sam:
-            # `sam validate` translates the SAM resources into CloudFormation, as a deploy would.
-            code, out = run([sam, "validate", "-t", str(path)], env=offline_env())
-            translates = "translates" if code == 0 else "FAILED"
+            # SAM's own linting entry point, once, on the template as committed.
+            sam_lint = pool.submit(run, [sam, "validate", "--lint", "-t", "template.yaml"],
+                                   env=offline_env())
+            # `sam validate` translates the SAM resources into CloudFormation, as a deploy
+            # would.
+            translations = {name: pool.submit(run, [sam, "validate", "-t", str(path)],
+                                              env=offline_env())
+                            for name, path in accepted.items()}
+        code, out = lint.result()
+        if code != 0:
+            fail("cfn-lint\n%s" % out)
+        print("cfn-lint, the %d accepted combinations: %s"
+              % (len(accepted), "clean" if code == 0 else "FAILED"))
+        if sam:
+            code, out = sam_lint.result()
             if code != 0:
-                fail("%s: sam validate\n%s" % (name, out))
-        print("%-34s accepted  %s" % (name, translates))
+                fail("template.yaml: sam validate --lint\n%s" % out)
+            print("template.yaml: sam validate --lint %s" % ("clean" if code == 0 else "FAILED"))
+        print("%-34s %-9s %s" % ("combination", "verdict", "sam validate"))
+        for name in accepted:
+            translates = "not run"
+            if sam:
+                code, out = translations[name].result()
+                translates = "translates" if code == 0 else "FAILED"
+                if code != 0:
+                    fail("%s: sam validate\n%s" % (name, out))
+            print("%-34s accepted  %s" % (name, translates))
     return resolved
 
 
