@@ -194,6 +194,20 @@ impl Drop for Emulator {
     }
 }
 
+/// The variables cargo sets for the test process (names, and prefixes ending in `_`).
+const TEST_RUN_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_PKG_",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_BIN_EXE_",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_RUSTC_CURRENT_DIR",
+];
+
 /// Builds workspace package `package`'s binaries with the cargo running this test (same target
 /// directory and configuration), in release (the deployed profile) or dev, and returns them by
 /// name from the `compiler-artifact` messages. Such a package is a workspace member that
@@ -212,6 +226,19 @@ pub fn build_binaries(package: &str, bins: &[&str], release: bool) -> BTreeMap<S
     ]);
     if release {
         build.arg("--release");
+    }
+    // This process has the variables cargo sets for a test (CARGO_MANIFEST_DIR, CARGO_PKG_NAME,
+    // ...). A build script that watches one of them (ring's watches CARGO_MANIFEST_DIR) would
+    // find it changed since scripts/test's own build of the same thing and run again, rebuilding
+    // everything above it: the nested build runs in the environment scripts/test's did.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if TEST_RUN_VARS
+            .iter()
+            .any(|v| name == *v || v.ends_with('_') && name.starts_with(v))
+        {
+            build.env_remove(&*name);
+        }
     }
     let out = build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
