@@ -110,8 +110,7 @@ CREATE FUNCTION hookclaim_take_over(
     p_source text, p_delivery_id text, p_owner text, p_lease_secs float8,
     p_max_attempts integer)
 RETURNS SETOF hookclaim_deliveries
-LANGUAGE plpgsql
-AS $take_over$
+LANGUAGE plpgsql AS $take_over$
 DECLARE
     d hookclaim_deliveries;
 BEGIN
@@ -163,8 +162,7 @@ CREATE FUNCTION hookclaim_claim(
     p_replay_guard boolean, p_max_attempts integer,
     OUT state text, OUT attempt integer, OUT same_payload boolean, OUT retry_at timestamptz,
     OUT body_of text)
-LANGUAGE plpgsql
-AS $claim$
+LANGUAGE plpgsql AS $claim$
 DECLARE
     d hookclaim_deliveries;
 BEGIN
@@ -196,9 +194,7 @@ BEGIN
                 p_headers::jsonb, p_event_type, p_long_key_retention, p_replay_guard)
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
-            state := 'claimed';
-            attempt := 1;
-            same_payload := true;
+            state := 'claimed'; attempt := 1; same_payload := true;
             RETURN;
         END IF;
         -- A row that went in since the read holds the key or the body: read it again.
