@@ -116,7 +116,11 @@ pub fn init_logging() {
         registry.with(logs).try_init()
     };
     if let Some(e) = unreadable {
-        tracing::warn!(setting = %setting, error = %e, "log level setting not understood; logging at info");
+        tracing::warn!(
+            setting = %setting,
+            error = %e,
+            "log level setting not understood; logging at info"
+        );
     }
 }
 
