@@ -129,11 +129,11 @@ pub fn init_logging() {
 /// `RUST_LOG`'s comma-separated `target=level` directives with an optional default level.
 fn log_filter(setting: &str) -> Result<Targets, String> {
     let setting = setting.trim().to_ascii_lowercase();
-    match setting.as_str() {
-        "" => return Ok(Targets::new().with_default(LevelFilter::INFO)),
-        "fatal" => return Ok(Targets::new().with_default(LevelFilter::ERROR)),
-        _ => {}
-    }
+    let setting = match setting.as_str() {
+        "" => "info",
+        "fatal" => "error",
+        other => other,
+    };
     if setting.contains(['[', '{']) {
         return Err("span and field filters are not supported: use target=level".into());
     }
