@@ -24,18 +24,6 @@ const ORDER_ID_POINTERS: &[&str] = &[
     "/order_id",
 ];
 
-const CREATE_LICENCES: &str = "CREATE TABLE IF NOT EXISTS hookclaim_example_licences (
-    order_id     text PRIMARY KEY,
-    licence_key  text NOT NULL UNIQUE,
-    source       text NOT NULL,
-    delivery_id  text NOT NULL,
-    issued_at    timestamptz NOT NULL DEFAULT now()
-)";
-
-const ISSUE_LICENCE: &str = "INSERT INTO hookclaim_example_licences
-    (order_id, licence_key, source, delivery_id) VALUES ($1, $2, $3, $4)
-    ON CONFLICT (order_id) DO NOTHING";
-
 /// Finds the order id in a delivery body, as [`Licences`] does.
 pub fn order_id(body: &serde_json::Value) -> Option<String> {
     ORDER_ID_POINTERS
@@ -56,14 +44,11 @@ impl Processor for Licences {
     async fn setup(&self, tx: &Transaction<'_>) -> Result<(), tokio_postgres::Error> {
         // Checked first so that a role without CREATE can start once the table exists.
         let exists: bool = tx
-            .query_typed_one(
-                "SELECT to_regclass('hookclaim_example_licences') IS NOT NULL",
-                &[],
-            )
+            .query_typed_one(include_str!("licence/table_exists.sql"), &[])
             .await?
             .get(0);
         if !exists {
-            tx.batch_execute(CREATE_LICENCES).await?;
+            tx.batch_execute(include_str!("licence/create_table.sql")).await?;
         }
         Ok(())
     }
@@ -83,7 +68,7 @@ impl Processor for Licences {
             "LIC-{}",
             hex::encode(fastrand::u128(..).to_be_bytes()).to_uppercase()
         );
-        work.execute(ISSUE_LICENCE)
+        work.execute(include_str!("licence/issue.sql"))
             .bind(order, Type::TEXT)
             .bind(key, Type::TEXT)
             .bind(delivery.source.clone(), Type::TEXT)

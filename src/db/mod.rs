@@ -266,7 +266,7 @@ impl Database {
     /// statement or an abandoned transaction would then hold a pooled server connection until
     /// the client's cancel reaches it, or forever if the client died.
     async fn check_role_timeouts(&self, client: &Client) {
-        let read = client.query_typed_one(ROLE_TIMEOUTS, &[]);
+        let read = client.query_typed_one(include_str!("sql/role_timeouts.sql"), &[]);
         let Ok(Ok(row)) = tokio::time::timeout(self.settings.statement_timeout, read).await else {
             // The first real statement will meet whatever is wrong with the connection.
             return;
@@ -446,10 +446,6 @@ impl Session<'_> {
 /// Extra time the client allows beyond the server's statement timeout before it gives up on the
 /// socket: the server's own cancellation should normally win.
 const CLIENT_SLACK: Duration = Duration::from_millis(500);
-
-/// What the role gives a pooled server connection (text, as `SHOW` prints it; "0" is off).
-const ROLE_TIMEOUTS: &str = "SELECT current_setting('statement_timeout'),
-       current_setting('idle_in_transaction_session_timeout')";
 
 /// The startup `options` for a direct connection: the server-side timeouts, so the server ends a
 /// runaway statement or an abandoned transaction on its own. `None` behind a pooler, which

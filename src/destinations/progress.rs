@@ -12,23 +12,6 @@ use tokio_postgres::{Client, Error};
 
 use crate::ledger::Attempt;
 
-/// The destinations recorded for one delivery.
-const RECORDED: &str = "SELECT destination FROM hookclaim_destination_progress
- WHERE source = $1 AND delivery_id = $2";
-
-/// Records one destination, but only while the delivery is still held by this attempt and
-/// owner: a zombie whose lease was taken over records nothing. `FOR SHARE` makes a concurrent
-/// takeover either wait for this insert or be seen by it, so the fence cannot be passed on a
-/// row version that a takeover has already replaced.
-const RECORD: &str = "INSERT INTO hookclaim_destination_progress
-    (source, delivery_id, destination, attempt, detail)
-SELECT d.source, d.delivery_id, $5, d.attempt, $6
-  FROM hookclaim_deliveries d
- WHERE d.source = $1 AND d.delivery_id = $2 AND d.attempt = $3 AND d.lease_owner = $4
-   AND d.status = 'processing'
-   FOR SHARE
-ON CONFLICT (source, delivery_id, destination) DO NOTHING";
-
 /// The names of the destinations that have taken delivery `source`/`delivery_id`.
 pub(super) async fn recorded(
     on: &Client,
@@ -36,7 +19,7 @@ pub(super) async fn recorded(
     delivery_id: &str,
 ) -> Result<BTreeSet<String>, Error> {
     let rows = on.query_typed(
-        RECORDED,
+        include_str!("sql/recorded.sql"),
         &[(&source, Type::TEXT), (&delivery_id, Type::TEXT)],
     )
     .await?;
@@ -44,7 +27,8 @@ pub(super) async fn recorded(
 }
 
 /// Records that `destination` took the delivery `at` holds, with what it answered. False when
-/// the claim is no longer this attempt's: nothing was recorded.
+/// the claim is no longer this attempt's: nothing was recorded (`sql/record.sql` says how the
+/// fence holds against a concurrent takeover).
 pub(super) async fn record(
     on: &Client,
     at: &Attempt<'_>,
@@ -52,7 +36,7 @@ pub(super) async fn record(
     detail: Option<&str>,
 ) -> Result<bool, Error> {
     let n = on.execute_typed(
-        RECORD,
+        include_str!("sql/record.sql"),
         &[
             (&at.source, Type::TEXT),
             (&at.delivery_id, Type::TEXT),

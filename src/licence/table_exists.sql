@@ -1,0 +1,1 @@
+SELECT to_regclass('hookclaim_example_licences') IS NOT NULL
