@@ -130,6 +130,8 @@ def variables():
         "event_type": "push",
         "id_origin": "header",
         "owner": "%032x" % 0x5EED,
+        # The invocation that stored the redelivered rows (setup.sql).
+        "first_owner": "%032x" % 0xF1257,
         "lease_secs": "90.5",
         "guarded_source": "github-guarded",
         "long_key_retention": "true",

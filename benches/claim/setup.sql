@@ -1,6 +1,6 @@
 -- The benchmark's two narrow tables beside the ledger, and the redelivered set in all three.
--- psql variables: source, guarded_source, payload, sha, headers, event_type, id_origin, owner,
--- lease_secs, long_key_retention, replay_guard, max_attempts, dup_base, dup_count
+-- psql variables: source, guarded_source, payload, sha, headers, event_type, id_origin,
+-- first_owner, lease_secs, long_key_retention, replay_guard, max_attempts, dup_base, dup_count
 -- (benches/claim.py sets them).
 
 -- The floor of deduplication: the unique key and the payload, nothing else.
@@ -31,10 +31,11 @@ INSERT INTO bench_seeds (source, delivery_id, status, payload, processed_at)
 SELECT :'source', (:dup_base::int8 + g)::text, 'done', :'payload'::bytea, now()
   FROM generate_series(1, :dup_count) AS g;
 
--- The ledger's redelivered rows, as the store-only claim leaves them.
+-- The ledger's redelivered rows, as the store-only claim of the invocation that first received
+-- them left them: a redelivery comes to another invocation, whose owner token differs.
 SELECT count(*)
   FROM generate_series(1, :dup_count) AS g,
-       hookclaim_claim(:'source', (:dup_base::int8 + g)::text, :'owner', :lease_secs,
+       hookclaim_claim(:'source', (:dup_base::int8 + g)::text, :'first_owner', :lease_secs,
                        :'payload', :'sha', :'headers', :'event_type', :'id_origin', true,
                        :long_key_retention, :replay_guard, :max_attempts);
 
@@ -45,7 +46,8 @@ SELECT count(*)
 INSERT INTO hookclaim_deliveries
     (source, delivery_id, id_origin, status, attempt, lease_owner, completed_at, payload,
      payload_sha256, headers, event_type, long_key_retention, replay_guard)
-SELECT :'guarded_source', (:dup_base::int8 + g)::text, :'id_origin', 'done', 1, :'owner', now(),
+SELECT :'guarded_source', (:dup_base::int8 + g)::text, :'id_origin', 'done', 1, :'first_owner',
+       now(),
        :'payload', sha256(int8send(:dup_base::int8 + g)), :'headers'::jsonb, :'event_type',
        :long_key_retention, true
   FROM generate_series(1, :dup_count) AS g;
