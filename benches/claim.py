@@ -17,11 +17,14 @@ alternating rounds (each round runs every path once, in a rotating order):
                that holds it
 
 The statements are the .sql files in benches/claim/. Ratios between paths measured in the same
-rounds move much less with the machine's load than rates do, so the gate is on ratios: the run
-fails when a ratio in benches/claim/baseline.json drops by more than 10 %. `--record` writes the
-measured ratios there instead. BENCHMARKS.md describes the method and holds the current table.
+rounds move much less with the machine's load than rates do, so the gate is on ratios: a ratio
+more than 10 % below benches/claim/baseline.json is measured again, as many rounds more, and the
+run fails when it is still that far below over all its rounds. `--record` writes the measured
+ratios there instead (`--lower`: only where lower than committed). BENCHMARKS.md describes the
+method and holds the current table.
 
-Usage: python3 benches/claim.py [--secs 3] [--rounds 5] [--clients 1,4,16] [--record | --no-gate]
+Usage: python3 benches/claim.py [--secs 3] [--rounds 5] [--clients 1,4,16]
+                                [--record [--lower] | --no-gate]
                                 [--out target/bench] [--setup extra.sql]
                                 [--path name=table:claim.sql[,finish.sql]]
 """
@@ -279,30 +282,28 @@ def wal_per_delivery(cluster, script, vars):
     return float(diff) / WAL_DELIVERIES
 
 
-def measure(cluster, paths, written, vars, secs, rounds, clients_list):
-    results = {}
-    for clients in clients_list:
-        for kind in KINDS:
-            running = [p for p in paths if kind in p[-1]]
-            rates = {name: [] for name, *_ in running}
-            cpus = {name: [] for name, *_ in running}
-            for r in range(rounds):
-                order = running[r % len(running):] + running[:r % len(running)]
-                for name, _, table, *_ in order:
-                    before, _ = rows(cluster, table)
-                    tps, done, cpu = pgbench(cluster, written[(name, kind)], clients, vars,
-                                             secs=secs)
-                    after, unfinished = rows(cluster, table)
-                    want = done if kind == "new" else 0
-                    if after - before != want or unfinished:
-                        sys.exit(f"{name} {kind}: {after - before} rows added for {done} "
-                                 f"deliveries, {unfinished} not done")
-                    rates[name].append(tps)
-                    cpus[name].append(cpu)
-            results[f"{kind}/{clients}"] = rates
-            results[f"cpu/{kind}/{clients}"] = cpus
-            print(f"  {kind:9} c={clients:2}: " + " | ".join(
-                f"{name} {statistics.median(r):7.0f}/s" for name, r in rates.items()), flush=True)
+def measure(cluster, paths, written, vars, secs, rounds, groups, results):
+    """Runs `rounds` rounds of every path for each (clients, kind) in `groups`, adding each
+    round's rate and server CPU to `results` (under "kind/clients" and "cpu/kind/clients")."""
+    for clients, kind in groups:
+        running = [p for p in paths if kind in p[-1]]
+        rates = results.setdefault(f"{kind}/{clients}", {n: [] for n, *_ in running})
+        cpus = results.setdefault(f"cpu/{kind}/{clients}", {n: [] for n, *_ in running})
+        for r in range(rounds):
+            order = running[r % len(running):] + running[:r % len(running)]
+            for name, _, table, *_ in order:
+                before, _ = rows(cluster, table)
+                tps, done, cpu = pgbench(cluster, written[(name, kind)], clients, vars,
+                                         secs=secs)
+                after, unfinished = rows(cluster, table)
+                want = done if kind == "new" else 0
+                if after - before != want or unfinished:
+                    sys.exit(f"{name} {kind}: {after - before} rows added for {done} "
+                             f"deliveries, {unfinished} not done")
+                rates[name].append(tps)
+                cpus[name].append(cpu)
+        print(f"  {kind:9} c={clients:2}: " + " | ".join(
+            f"{name} {statistics.median(r):7.0f}/s" for name, r in rates.items()), flush=True)
     return results
 
 
@@ -318,6 +319,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--record", action="store_true", help="write the ratios to the baseline")
+    ap.add_argument("--lower", action="store_true",
+                    help="with --record, keep the lower of each measured and committed ratio")
     ap.add_argument("--no-gate", action="store_true", help="report without comparing (smoke runs)")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench"))
     ap.add_argument("--path", action="append", default=[],
@@ -360,15 +363,23 @@ def main():
             wal[name] = {kind: wal_per_delivery(cluster, written[(name, kind)], vars)
                          for kind in kinds}
         cluster.psql("VACUUM ANALYZE")
-        results = measure(cluster, paths, written, vars, args.secs, args.rounds, clients_list)
+        groups = [(c, kind) for c in clients_list for kind in KINDS]
+        results = measure(cluster, paths, written, vars, args.secs, args.rounds, groups, {})
+        if not args.record and not args.no_gate:
+            # Rates on a shared machine move by 20 % from one run to the next: a ratio below its
+            # floor is measured again, as many rounds more, and judged on all of them. A real
+            # regression stays below; a round that was unlucky does not decide alone.
+            low = below_baseline(gated_ratios(results, clients_list))
+            again = sorted({(int(c), kind) for _, _, kind, c in (k.split("/") for k in low)})
+            if again:
+                print(f"below the baseline: {', '.join(low)}; measuring those "
+                      f"{len(again)} groups again", flush=True)
+                measure(cluster, paths, written, vars, args.secs, args.rounds, again, results)
     finally:
         cluster.stop()
         shutil.rmtree(scripts_dir, ignore_errors=True)
 
-    ratios = {}
-    for path, base, kind in GATED:
-        for c in clients_list:
-            ratios[f"{path}/{base}/{kind}/{c}"] = round(ratio(results, path, base, kind, c), 3)
+    ratios = gated_ratios(results, clients_list)
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_average_at_end": os.getloadavg(),
@@ -387,6 +398,12 @@ def main():
         f.write(text + "\n")
 
     if args.record:
+        if args.lower:
+            # Run after run, the baseline comes down to the lowest each ratio reaches here, so
+            # the gate's tolerance is measured from what this machine's noise does, not from
+            # one lucky run.
+            committed = baseline()[0]
+            ratios = {k: min(v, committed.get(k, v)) for k, v in ratios.items()}
         with open(BASELINE, "w") as f:
             json.dump({"tolerance": TOLERANCE, "ratios": ratios}, f, indent=2)
             f.write("\n")
@@ -452,21 +469,40 @@ def markdown(results, wal, paths, clients_list):
     return "\n".join(lines)
 
 
-def gate(ratios):
+def gated_ratios(results, clients_list):
+    """The ratios the gate holds, as measured: "path/base/kind/clients" -> ratio."""
+    return {f"{path}/{base}/{kind}/{c}": round(ratio(results, path, base, kind, c), 3)
+            for path, base, kind in GATED for c in clients_list}
+
+
+def baseline():
+    """The committed ratios and their tolerance."""
     if not os.path.exists(BASELINE):
         sys.exit(f"no baseline at {BASELINE}: run with --record")
-    baseline = json.load(open(BASELINE))
-    tolerance = baseline.get("tolerance", TOLERANCE)
-    failed = []
-    for key, committed in baseline["ratios"].items():
+    committed = json.load(open(BASELINE))
+    return committed["ratios"], committed.get("tolerance", TOLERANCE)
+
+
+def below_baseline(ratios, show=False):
+    """The measured ratios more than the tolerance below their committed values."""
+    committed, tolerance = baseline()
+    low = []
+    for key, value in committed.items():
         got = ratios.get(key)
         if got is None:
             continue
-        floor = committed * (1 - tolerance)
-        verdict = "ok" if got >= floor else "REGRESSION"
-        print(f"  {key:36} {got:.3f} against {committed:.3f} (floor {floor:.3f}): {verdict}")
+        floor = value * (1 - tolerance)
+        if show:
+            verdict = "ok" if got >= floor else "REGRESSION"
+            print(f"  {key:42} {got:.3f} against {value:.3f} (floor {floor:.3f}): {verdict}")
         if got < floor:
-            failed.append(key)
+            low.append(key)
+    return low
+
+
+def gate(ratios):
+    failed = below_baseline(ratios, show=True)
+    tolerance = baseline()[1]
     if failed:
         sys.exit(f"claim benchmark: {len(failed)} ratio(s) fell more than "
                  f"{tolerance:.0%} below benches/claim/baseline.json: {', '.join(failed)}")
