@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
+use tokio::task::JoinHandle;
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
@@ -232,6 +233,7 @@ impl Database {
         Session {
             db: self,
             guard: self.conn.lock().await,
+            abandoned: None,
         }
     }
 
@@ -353,6 +355,8 @@ where
 pub struct Session<'a> {
     db: &'a Database,
     guard: MutexGuard<'a, Option<Client>>,
+    /// The cancel of a statement given up at a deadline; true once that statement has ended.
+    abandoned: Option<JoinHandle<bool>>,
 }
 
 impl Session<'_> {
@@ -376,17 +380,37 @@ impl Session<'_> {
     /// ledger operation may run twice: the claim is idempotent per owner, finishing is fenced,
     /// and the rest are reads or batches. For example
     /// `session.run(|c, _| Box::pin(ledger::claim(c, &delivery, &claimant, false)))`.
+    ///
+    /// After a deadline the retry first waits, up to [`SETTLE_WAIT`], until the server has ended
+    /// the first try: until then that try holds its key's locks, and a claim meeting them
+    /// answers "in progress" although the first try is about to roll back. An end that is never
+    /// confirmed (the socket is dead, or only its answers are lost) is not waited for longer:
+    /// by then the cancel has reached the server, and the retry is the only way to an answer.
     pub async fn run<'a, T>(
         &mut self,
         op: impl for<'c> Fn(&'c Client, Borrows<'c, 'a>) -> Op<'c, T>,
     ) -> Result<T, DbError> {
+        // Only the cancel of this call's own first try matters to its retry.
+        self.abandoned = None;
         match self.try_once(&op).await {
             Err(e) if is_retryable(&e) => {
+                self.settle().await;
                 tracing::info!(error = %e, "database connection failed; reconnecting once");
                 self.discard();
                 self.try_once(&op).await
             }
             other => other,
+        }
+    }
+
+    /// Waits, up to [`SETTLE_WAIT`], for the statement abandoned at the last deadline (if any)
+    /// to have ended on the server.
+    async fn settle(&mut self) {
+        let Some(cancel) = self.abandoned.take() else {
+            return;
+        };
+        if !matches!(tokio::time::timeout(SETTLE_WAIT, cancel).await, Ok(Ok(true))) {
+            tracing::info!("the end of the statement given up on is not confirmed; retrying");
         }
     }
 
@@ -417,8 +441,9 @@ impl Session<'_> {
     /// server to cancel that statement first. Closing the socket alone does not stop it: behind
     /// a pooler the server connection keeps running it (and holding its locks) after the pooler
     /// lets go of the client, and a direct backend only notices when it next writes. The old
-    /// client stays open until the cancelled statement has ended (all bounded by the connect
-    /// timeout), so the pooler gets its server connection back instead of having to close it.
+    /// client stays open until the cancelled statement and its transaction have ended (all
+    /// bounded by the connect timeout), so the pooler gets its server connection back instead of
+    /// having to close it; [`Session::settle`] waits for that.
     fn cancel_and_discard(&mut self) {
         let Some(client) = self.guard.take() else {
             return;
@@ -429,23 +454,32 @@ impl Session<'_> {
         let token = client.cancel_token();
         let tls = self.db.tls.clone();
         let limit = self.db.settings.connect_timeout;
-        tokio::spawn(async move {
+        self.abandoned = Some(tokio::spawn(async move {
             let settle = async {
                 cancel::cancel(&token, tls, target).await?;
                 // Requests are answered in order: this returns once the cancelled statement
-                // has ended.
-                client.batch_execute("").await.map_err(cancel::io_error)
+                // has ended, and with it any transaction it was in.
+                client.batch_execute("ROLLBACK").await.map_err(cancel::io_error)
             };
-            if let Ok(Err(e)) = tokio::time::timeout(limit, settle).await {
-                tracing::debug!(error = %e, "cancel after the client deadline not confirmed");
+            match tokio::time::timeout(limit, settle).await {
+                Ok(Ok(())) => true,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "cancel after the client deadline not confirmed");
+                    false
+                }
+                Err(_) => false,
             }
-        });
+        }));
     }
 }
 
 /// Extra time the client allows beyond the server's statement timeout before it gives up on the
 /// socket: the server's own cancellation should normally win.
 const CLIENT_SLACK: Duration = Duration::from_millis(500);
+
+/// How long a retry after a deadline waits for the server to confirm the first try has ended: a
+/// cancel on a live connection is confirmed in milliseconds; a dead socket never confirms.
+const SETTLE_WAIT: Duration = Duration::from_millis(500);
 
 /// The startup `options` for a direct connection: the server-side timeouts, so the server ends a
 /// runaway statement or an abandoned transaction on its own. `None` behind a pooler, which
