@@ -226,18 +226,19 @@ def statement(spec):
 
 def scripts(paths, out):
     """One pgbench script per path and kind: the id to use, the claim, and for a new delivery
-    the finish."""
+    the finish. `{table}` in a statement is the path's table, so one script serves several."""
     ids = {
         "new": "\\set id random(1, 9223372036854775806)\n",
         "duplicate": f"\\set id {DUP_BASE} + random(1, {DUP_COUNT})\n",
     }
     written = {}
-    for name, _, _, claim, finish, sets, kinds in paths:
+    for name, _, table, claim, finish, sets, kinds in paths:
         for kind in kinds:
             text = ids[kind] + "".join(f"\\set {k} {v}\n" for k, v in sets.items())
             text += "".join(statement(s) for s in claim)
             if kind == "new":
                 text += "".join(statement(s) for s in finish)
+            text = text.replace("{table}", table)
             path = os.path.join(out, f"{name}-{kind}.sql")
             with open(path, "w") as f:
                 f.write(text)
@@ -325,7 +326,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench"))
     ap.add_argument("--path", action="append", default=[],
                     help="an extra path beside the others: name=table:claim.sql[,finish.sql] "
-                         "(files in benches/claim/, using pgbench variables)")
+                         "(files in benches/claim/, using pgbench variables; {table} is the "
+                         "table)")
     ap.add_argument("--setup", action="append", default=[],
                     help="an extra SQL file (in benches/claim/) run after setup.sql")
     args = ap.parse_args()

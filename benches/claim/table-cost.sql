@@ -3,9 +3,11 @@
 -- primary key and retention indexes, one without either, one with the CHECKs alone, one with
 -- the guard index alone. Run with
 --   python3 benches/claim.py --no-gate --clients 1,4 --setup table-cost.sql \
---     --path plain=bench_plain:table-cost-plain.sql --path checks=bench_checks:table-cost-checks.sql \
---     --path guard=bench_guard:table-cost-guard.sql --path ledger=hookclaim_deliveries:table-cost-ledger.sql
--- Each path runs the claim's INSERT as one statement, store-only.
+--     --path plain=bench_plain:table-cost-insert.sql \
+--     --path checks=bench_checks:table-cost-insert.sql \
+--     --path guard=bench_guard:table-cost-insert.sql \
+--     --path ledger=hookclaim_deliveries:table-cost-insert.sql
+-- Each path runs the store-only claim's INSERT into its table as one statement.
 
 CREATE TABLE bench_plain (LIKE hookclaim_deliveries INCLUDING DEFAULTS INCLUDING INDEXES);
 DROP INDEX bench_plain_source_payload_sha256_idx;
