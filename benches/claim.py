@@ -371,7 +371,7 @@ def main():
             # Rates on a shared machine move by 20 % from one run to the next: a ratio below its
             # floor is measured again, as many rounds more, and judged on all of them. A real
             # regression stays below; a round that was unlucky does not decide alone.
-            low = below_baseline(gated_ratios(results, clients_list))
+            low = below_baseline(gated_ratios(results, clients_list), *baseline())
             again = sorted({(int(c), kind) for _, _, kind, c in (k.split("/") for k in low)})
             if again:
                 print(f"below the baseline: {', '.join(low)}; measuring those "
@@ -487,9 +487,8 @@ def baseline():
     return committed["ratios"], committed.get("tolerance", TOLERANCE)
 
 
-def below_baseline(ratios, show=False):
-    """The measured ratios more than the tolerance below their committed values."""
-    committed, tolerance = baseline()
+def below_baseline(ratios, committed, tolerance, show=False):
+    """The measured ratios more than `tolerance` below their `committed` values."""
     low = []
     for key, value in committed.items():
         got = ratios.get(key)
@@ -505,8 +504,8 @@ def below_baseline(ratios, show=False):
 
 
 def gate(ratios):
-    failed = below_baseline(ratios, show=True)
-    tolerance = baseline()[1]
+    committed, tolerance = baseline()
+    failed = below_baseline(ratios, committed, tolerance, show=True)
     if failed:
         sys.exit(f"claim benchmark: {len(failed)} ratio(s) fell more than "
                  f"{tolerance:.0%} below benches/claim/baseline.json: {', '.join(failed)}")
