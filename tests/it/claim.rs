@@ -971,6 +971,64 @@ async fn without_the_replay_guard_a_body_under_a_new_id_is_new_and_any_body_take
     assert_eq!(claim(&c, &other, "b").await, Claim::Claimed { attempt: 2 });
 }
 
+#[tokio::test]
+async fn the_replay_guards_lookup_is_planned_once_however_many_rows_share_a_body() {
+    // A sender that posts the same bytes under new ids, to a source without the guard, leaves
+    // many rows of one hash. Statistics sampled from such a table under-count the distinct
+    // hashes, price a lookup by any hash above a lookup by one seen, and PL/pgSQL would then
+    // plan the guard's lookup again at every claim.
+    let db = TestDb::migrated().await;
+    let admin = db.client().await;
+    admin
+        .batch_execute(
+            "CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+             INSERT INTO hookclaim_deliveries
+                 (source, delivery_id, status, lease_owner, completed_at, payload, payload_sha256)
+             SELECT 'stripe', 'evt_same_body_' || n, 'done', 'a', now(), '{}', sha256('{}')
+               FROM generate_series(1, 20000) n;
+             INSERT INTO hookclaim_deliveries
+                 (source, delivery_id, status, lease_owner, completed_at, payload, payload_sha256,
+                  replay_guard)
+             SELECT 'github', 'gh_stored_' || n, 'done', 'a', now(), '{}', sha256(int8send(n)),
+                    true
+               FROM generate_series(1, 2000) n;
+             -- A sample of 3,000 rows, as ANALYZE reads of a table of millions.
+             SET default_statistics_target = 10;
+             ANALYZE hookclaim_deliveries;",
+        )
+        .await
+        .unwrap();
+    let c = db.client().await;
+    c.batch_execute("SET pg_stat_statements.track_planning = on")
+        .await
+        .unwrap();
+    reset_statements(&admin).await;
+
+    // New guarded deliveries: each looks its body up, finds none, and is stored.
+    for n in 0..30 {
+        let s = Sample::github(&format!("gh_planned_{n}"), &format!(r#"{{"n":{n}}}"#));
+        assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+    }
+
+    let (calls, plans): (i64, i64) = admin
+        .query_one(
+            "SELECT sum(calls)::int8, sum(plans)::int8 FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND NOT toplevel AND query ILIKE '%payload_sha256 = p_payload_sha256 AND replay_guard%'",
+            &[],
+        )
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    // PL/pgSQL plans a statement for its first five calls' values, then keeps one plan for
+    // every value when that plan costs no more.
+    assert_eq!(calls, 30);
+    assert!(
+        plans <= 6,
+        "the guard's lookup was planned {plans} times in {calls} calls"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ids_racing_with_one_guarded_body_store_it_once_every_round() {
     // Many new ids carrying one signed body at the same moment: the body's unique index lets
@@ -1198,6 +1256,17 @@ async fn sixty_four_connections_racing_for_one_id_produce_exactly_one_winner_eve
     assert_rows_well_formed(&clients[0]).await;
 }
 
+/// Clears pg_stat_statements' entries for this database only: the other tests' databases
+/// share the server, and some count their own statements.
+async fn reset_statements(c: &Client) {
+    c.batch_execute(
+        "SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database
+          WHERE datname = current_database()",
+    )
+    .await
+    .unwrap();
+}
+
 /// Statements the client sent in this database, by pg_stat_statements (top level: not the
 /// statements inside the claim function).
 async fn statements_since_reset(c: &Client, like: &str) -> i64 {
@@ -1236,10 +1305,7 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
     let c = db.client().await;
     let s = Sample::new("evt_count", "{}");
     // Everything this connection sends from here on is counted.
-    admin
-        .batch_execute("SELECT pg_stat_statements_reset()")
-        .await
-        .unwrap();
+    reset_statements(&admin).await;
 
     ledger::claim(&c, &s.delivery(), &claimant("a"), true)
         .await
