@@ -24,7 +24,7 @@ ratios there instead (`--lower`: only where lower than committed). BENCHMARKS.md
 method and holds the current table.
 
 Usage: python3 benches/claim.py [--secs 3] [--rounds 5] [--clients 1,4,16]
-                                [--record [--lower] | --no-gate]
+                                [--record [--lower] | --no-gate [--protocol extended]]
                                 [--out target/bench] [--setup extra.sql]
                                 [--path name=table:claim.sql[,finish.sql]]
 """
@@ -46,6 +46,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SQL = os.path.join(HERE, "claim")
 BASELINE = os.path.join(SQL, "baseline.json")
+# pgbench -M: named prepared statements for the gated ratios (what the statements cost, not their
+# parsing); `--protocol extended` sets it for one run.
+PROTOCOL = "prepared"
 
 # The ledger's statements bind $1, $2, ...; the scripts bind these pgbench variables in their
 # place (benches/claim/*.sql use the variables directly).
@@ -249,7 +252,7 @@ def scripts(paths, out):
 def pgbench(cluster, script, clients, vars, secs=None, transactions=None):
     """Runs `script`; returns (transactions per second, transactions processed, server CPU µs
     per transaction)."""
-    cmd = [os.path.join(cluster.bindir, "pgbench"), *cluster.conn_args(), "-n", "-M", "prepared",
+    cmd = [os.path.join(cluster.bindir, "pgbench"), *cluster.conn_args(), "-n", "-M", PROTOCOL,
            "-c", str(clients), "-j", str(min(clients, 2)), "-f", script]
     cmd += ["-T", str(secs)] if secs else ["-t", str(transactions)]
     for k, v in vars.items():
@@ -330,7 +333,16 @@ def main():
                          "table)")
     ap.add_argument("--setup", action="append", default=[],
                     help="an extra SQL file (in benches/claim/) run after setup.sql")
+    ap.add_argument("--protocol", choices=["prepared", "extended"], default="prepared",
+                    help="pgbench -M: extended sends every statement unnamed, parsed and planned "
+                         "at each call, as the handler does; for server CPU per delivery "
+                         "(docs/scaling.md), never gated")
     args = ap.parse_args()
+    if args.protocol != "prepared" and (args.record or not args.no_gate):
+        sys.exit("the baseline is measured with prepared statements: "
+                 "--protocol extended needs --no-gate")
+    global PROTOCOL
+    PROTOCOL = args.protocol
     clients_list = [int(c) for c in args.clients.split(",")]
     paths = list(PATHS)
     for extra in args.path:
@@ -358,7 +370,8 @@ def main():
         for setup in ["setup.sql", *args.setup]:
             cluster.psql(file=os.path.join(SQL, setup), vars=vars)
         version = cluster.psql("SHOW server_version")
-        print(f"PostgreSQL {version}, port {cluster.port}; {args.rounds} rounds of {args.secs} s "
+        print(f"PostgreSQL {version}, port {cluster.port}, pgbench -M {PROTOCOL}; "
+              f"{args.rounds} rounds of {args.secs} s "
               f"per path, alternating; load average {os.getloadavg()[0]:.1f} at start", flush=True)
         wal = {}
         for name, *_, kinds in paths:
@@ -386,6 +399,7 @@ def main():
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_average_at_end": os.getloadavg(),
         "secs": args.secs,
+        "protocol": PROTOCOL,
         # Per client count and kind: a group the gate measured again ran more rounds.
         "rounds": {k: len(next(iter(v.values()))) for k, v in results.items()
                    if not k.startswith("cpu/")},
