@@ -1010,16 +1010,12 @@ async fn the_replay_guards_lookup_is_planned_once_however_many_rows_share_a_body
         assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
     }
 
-    let (calls, plans): (i64, i64) = admin
-        .query_one(
-            "SELECT sum(calls)::int8, sum(plans)::int8 FROM pg_stat_statements
-              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                AND NOT toplevel AND query ILIKE '%payload_sha256 = p_payload_sha256 AND replay_guard%'",
-            &[],
-        )
-        .await
-        .map(|r| (r.get(0), r.get(1)))
-        .unwrap();
+    let (calls, plans) = statement_stats(
+        &admin,
+        Level::Nested,
+        "%payload_sha256 = p_payload_sha256 AND replay_guard%",
+    )
+    .await;
     // PL/pgSQL plans a statement for its first five calls' values, then keeps one plan for
     // every value when that plan costs no more.
     assert_eq!(calls, 30);
@@ -1267,31 +1263,39 @@ async fn reset_statements(c: &Client) {
     .unwrap();
 }
 
+/// Which statements [`statement_stats`] counts.
+enum Level {
+    /// Those the client sent.
+    TopLevel,
+    /// Those run inside others (the claim function's).
+    Nested,
+}
+
+/// Calls and plans since the last reset, by pg_stat_statements, of this database's statements
+/// at `level` whose text matches `like`.
+async fn statement_stats(c: &Client, level: Level, like: &str) -> (i64, i64) {
+    let row = c
+        .query_one(
+            "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(plans), 0)::int8
+               FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND toplevel = $1 AND query ILIKE $2",
+            &[&matches!(level, Level::TopLevel), &like],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
 /// Statements the client sent in this database, by pg_stat_statements (top level: not the
 /// statements inside the claim function).
 async fn statements_since_reset(c: &Client, like: &str) -> i64 {
-    c.query_one(
-        "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
-          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND toplevel AND query ILIKE $1",
-        &[&like],
-    )
-    .await
-    .unwrap()
-    .get(0)
+    statement_stats(c, Level::TopLevel, like).await.0
 }
 
 /// Statements run inside others in this database since the last reset (the claim function's).
 async fn nested_statements(c: &Client) -> i64 {
-    c.query_one(
-        "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements
-          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND NOT toplevel",
-        &[],
-    )
-    .await
-    .unwrap()
-    .get(0)
+    statement_stats(c, Level::Nested, "%").await.0
 }
 
 #[tokio::test]
