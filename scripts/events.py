@@ -121,6 +121,9 @@ for _preset in PRESET_SOURCES:
     SOURCES[_preset] = {"kind": _preset}
 for _preset in ["twilio", "square", "hubspot"]:
     SOURCES[_preset]["public_url"] = PUBLIC_BASE_URL + _preset
+# Paddle's own window is 5 s either way (the preset's default); a live run sends its sample up to
+# a minute after it was signed (see paddle.json below).
+SOURCES["paddle"]["tolerance_secs"] = 60
 
 LOCAL_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/hookclaim"
 
@@ -725,9 +728,9 @@ def preset_samples(ts):
                           "event_type": "transaction.completed",
                           "occurred_at": "2026-01-01T00:00:00.000000Z",
                           "data": {"id": "txn_01hookclaim", "status": "completed"}})
-    # Paddle's libraries allow 5 s (age only): signed 28 s after the other presets, 2 s before
-    # the clock the tests verify them at (30 s after them); with --now, 28 s ahead, which Paddle
-    # accepts, and leaves a live run half a minute to send it.
+    # Paddle's libraries allow 5 s either way: signed 28 s after the other presets, 2 s before
+    # the clock the tests verify them at (30 s after them). With --now that is 28 s ahead; the
+    # local paddle source allows 60 s (SOURCES above), so a live run has time to send it.
     paddle_ts = ts + PADDLE_DELAY_SECS
     add("paddle.json", "200 new delivery, done", signed_request("paddle", [
         ("Paddle-Signature",

@@ -158,7 +158,7 @@ pub const PRESETS: &[Preset] = &[
         name: "paddle",
         docs: "https://developer.paddle.com/webhooks/signature-verification",
         needs_public_url: false,
-        // Paddle's SDKs allow 5 s and only check age (a timestamp ahead of now is accepted).
+        // Paddle's SDKs allow 5 s either side of now.
         default_tolerance_secs: Some(5),
         // `Paddle-Signature: ts=…;h1=…[;h1=…]` over `{ts}:{body}`.
         build: |tolerance, _| {
@@ -176,7 +176,7 @@ pub const PRESETS: &[Preset] = &[
                 timestamp: Some(TimestampRule {
                     from: TimestampFrom::Signature,
                     unit: TimestampUnit::Seconds,
-                    tolerance: Tolerance::Past(tolerance),
+                    tolerance: Tolerance::Both(tolerance),
                 }),
                 id: IdLocation::JsonPointer("/event_id".into()),
                 event_type: Some(Field::Pointer("/event_type".into())),
