@@ -59,10 +59,14 @@ ensure_postgres() {
   if [ -z "$bindir" ]; then
     step "installing the PostgreSQL server binaries (apt-get install postgresql)"
     apt_install postgresql || missing "the PostgreSQL server binaries (initdb, pg_ctl, postgres)" \
-      "install PostgreSQL 13 or later (Debian/Ubuntu: apt-get install postgresql; macOS: brew install postgresql@16) or put its bin directory on PATH"
+      "install PostgreSQL 14 or later (Debian/Ubuntu: apt-get install postgresql; macOS: brew install postgresql@16) or put its bin directory on PATH"
     bindir=$(pg_bin_dir)
     [ -n "$bindir" ] || missing "the PostgreSQL server binaries" "installed, but initdb is still not found"
   fi
+  local major
+  major=$("$bindir/postgres" --version | sed -E 's/^[^0-9]*([0-9]+).*/\1/')
+  [ "$major" -ge 14 ] || missing "PostgreSQL 14 or later" \
+    "$bindir holds PostgreSQL $major; the schema's SQL functions need 14 or later"
   export PATH="$bindir:$PATH"
   if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
     # initdb refuses to run as root: the server runs as this user.

@@ -65,6 +65,7 @@ impl Readiness {
         if self.ready.load(Ordering::Acquire) {
             return Ok(());
         }
+        check_server(session).await?;
         if self.mode == MigrateMode::Auto {
             self.migrate(session, processor).await?;
             return Ok(());
@@ -122,6 +123,26 @@ impl Readiness {
     }
 }
 
+/// Refuses a server older than the schema needs, naming its version.
+async fn check_server(session: &mut Session<'_>) -> Result<(), DbError> {
+    let client = session.client().await?;
+    let row = client
+        .query_typed_one(include_str!("schema/server_version.sql"), &[])
+        .await
+        .map_err(classify)?;
+    supported(row.get(0), row.get(1)).inspect_err(|e| {
+        tracing::error!(error = %e, "database server too old");
+    })
+}
+
+/// Whether a server of `server_version_num` `number` (named `found`) can hold the schema.
+fn supported(number: i32, found: String) -> Result<(), DbError> {
+    if number < schema::MIN_SERVER_VERSION_NUM {
+        return Err(DbError::ServerTooOld { found });
+    }
+    Ok(())
+}
+
 /// The migrations and the processor's setup in one transaction on `session`'s connection.
 async fn migrate_and_set_up<P: Processor>(
     session: &mut Session<'_>,
@@ -133,4 +154,24 @@ async fn migrate_and_set_up<P: Processor>(
     processor.setup(&tx).await.map_err(classify)?;
     tx.commit().await.map_err(classify)?;
     Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_older_than_14_is_refused_naming_its_version_and_the_floor() {
+        for (number, found) in [(130_012, "13.12"), (120_000, "12.0"), (139_999, "13.99")] {
+            let e = supported(number, found.into()).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("PostgreSQL {found};")) && text.contains("14 or later"),
+                "{text}"
+            );
+        }
+        for (number, found) in [(140_000, "14.0"), (150_018, "15.18"), (170_002, "17.2")] {
+            assert!(supported(number, found.into()).is_ok(), "{found}");
+        }
+    }
 }

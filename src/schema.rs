@@ -30,6 +30,10 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
     sql: include_str!("../migrations/0001_ledger.sql"),
 }];
 
+/// The oldest server the schema runs on, as `server_version_num`: PostgreSQL 14, whose SQL
+/// functions may have SQL-standard bodies (`RETURN …`, `BEGIN ATOMIC`).
+pub const MIN_SERVER_VERSION_NUM: i32 = 140_000;
+
 /// The version a fully migrated database is at.
 pub fn latest_version() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)

@@ -60,6 +60,15 @@ pub enum DbError {
     /// The TLS setup could not be built (unreadable or invalid CA file).
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    /// The server is older than the schema needs ([`crate::schema::MIN_SERVER_VERSION_NUM`]).
+    #[error(
+        "the database server is PostgreSQL {found}; hookclaim needs PostgreSQL 14 or later (its \
+         schema's SQL functions have SQL-standard bodies)"
+    )]
+    ServerTooOld {
+        /// The server's `server_version`.
+        found: String,
+    },
     /// The schema is older than this build and the function may not migrate it
     /// (`HOOKCLAIM_MIGRATE=never`).
     #[error(

@@ -24,7 +24,7 @@ pub use report::{
 pub use {
     command::{Timestamp, MAX_OLDER_THAN_DAYS, MIN_PURGE_DAYS},
     report::{DeadDelivery, Redriven, MAX_DEAD_LISTED},
-    run::{delivery_of, TRIMMED_PAYLOAD_ERROR},
+    run::TRIMMED_PAYLOAD_ERROR,
 };
 
 use crate::config::{Config, RetentionSettings, RetryPolicy};
@@ -68,6 +68,7 @@ impl RetentionError {
                 "hookclaim.DatabaseError"
             }
             RetentionError::Database(DbError::SchemaBehind { .. }) => "hookclaim.SchemaBehind",
+            RetentionError::Database(DbError::ServerTooOld { .. }) => "hookclaim.ServerTooOld",
         }
     }
 }
