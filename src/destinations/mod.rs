@@ -370,16 +370,42 @@ fn sdk_failure<E>(operation: &str, e: &SdkError<E, HttpResponse>) -> Destination
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let text = format!("{operation}: {}", DisplayErrorContext(e));
     match e {
-        SdkError::ConstructionFailure(_) => DestinationError::Permanent(text),
+        SdkError::ConstructionFailure(_) => DestinationError::Permanent(sdk_summary(operation, e)),
         SdkError::ServiceError(service) => read_error(
             service.raw().status().as_u16(),
             service.err().code().unwrap_or_default(),
-            text,
+            sdk_summary(operation, e),
         ),
-        _ => DestinationError::Retry(text),
+        _ => DestinationError::Retry(sdk_summary(operation, e)),
     }
+}
+
+/// The most an SDK error's text may take in a recorded error: its code and message say what
+/// happened; the rest of the SDK's text (request ids, raw responses, source chains) does not
+/// belong in every failed row.
+const MAX_SDK_ERROR: usize = 512;
+
+/// An SDK error as it is recorded: the operation, and the service's error code and message
+/// where the service answered; otherwise the SDK's own description, cut to [`MAX_SDK_ERROR`].
+fn sdk_summary<E>(operation: &str, e: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let text = match e {
+        SdkError::ServiceError(service) => {
+            let err = service.err();
+            format!(
+                "{} (HTTP {}): {}",
+                err.code().unwrap_or("unknown error"),
+                service.raw().status().as_u16(),
+                err.message().unwrap_or("no message")
+            )
+        }
+        _ => DisplayErrorContext(e).to_string(),
+    };
+    let text = format!("{operation}: {text}");
+    crate::observe::capped(&text, MAX_SDK_ERROR).into_owned()
 }
 
 /// Reads an AWS error answer (`status`, the HTTP status; 200 for a failed entry of a call that
