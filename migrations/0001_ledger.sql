@@ -2,6 +2,32 @@
 -- the claim itself, and the takeover rule the claim and the retention reclaim share.
 -- docs/architecture.md, "The claim", walks through it; src/ledger/ runs it.
 
+-- The state machine's invariants, the table's one CHECK: a known status; attempts counted from
+-- 1; and each state carrying the time retention acts on, and only that one: a processing row its
+-- lease end (and owner), a failed row its next attempt, a done or dead row its completion.
+-- PostgreSQL prepares a table's CHECK expressions again at every statement that writes it; a
+-- call of this function is prepared in a fraction of the time the same rules take written out
+-- as CHECKs (BENCHMARKS.md), and is evaluated once per row written.
+CREATE FUNCTION hookclaim_row_is_whole(
+    status text, attempt integer, lease_owner text, lease_until timestamptz,
+    next_attempt_at timestamptz, completed_at timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $whole$
+BEGIN
+    RETURN attempt >= 1 AND CASE status
+        WHEN 'processing' THEN lease_until IS NOT NULL AND lease_owner IS NOT NULL
+                               AND next_attempt_at IS NULL AND completed_at IS NULL
+        WHEN 'failed' THEN next_attempt_at IS NOT NULL AND lease_until IS NULL
+                           AND completed_at IS NULL
+        WHEN 'done' THEN completed_at IS NOT NULL AND lease_until IS NULL
+                         AND next_attempt_at IS NULL
+        WHEN 'dead' THEN completed_at IS NOT NULL AND lease_until IS NULL
+                         AND next_attempt_at IS NULL
+        ELSE false
+    END;
+END
+$whole$;
+
 CREATE TABLE hookclaim_deliveries (
     source             text        NOT NULL,
     delivery_id        text        NOT NULL,
@@ -33,21 +59,10 @@ CREATE TABLE hookclaim_deliveries (
     received_at        timestamptz NOT NULL DEFAULT now(),
     updated_at         timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT hookclaim_deliveries_pkey PRIMARY KEY (source, delivery_id),
-    -- PostgreSQL prepares a table's CHECKs again at every statement that writes a row (these
-    -- five, together, 15-45 us of server CPU a statement; BENCHMARKS.md): they keep the state
-    -- machine whole. The id origin, the hash and the payload are written by the claim alone.
-    CONSTRAINT hookclaim_status_known
-        CHECK (status IN ('processing', 'done', 'failed', 'dead')),
-    CONSTRAINT hookclaim_attempt_from_one CHECK (attempt >= 1),
-    -- Each state carries the time retention acts on, and only that one: a processing row its
-    -- lease end, a failed row its next attempt, a done or dead row its completion.
-    CONSTRAINT hookclaim_processing_has_lease
-        CHECK ((status = 'processing') = (lease_until IS NOT NULL)
-               AND (status <> 'processing' OR lease_owner IS NOT NULL)),
-    CONSTRAINT hookclaim_failed_has_next_attempt
-        CHECK ((status = 'failed') = (next_attempt_at IS NOT NULL)),
-    CONSTRAINT hookclaim_finished_has_completed_at
-        CHECK ((status IN ('done', 'dead')) = (completed_at IS NOT NULL))
+    -- Every row is in one state of the state machine, whole (hookclaim_row_is_whole, above).
+    CONSTRAINT hookclaim_row_state CHECK (
+        hookclaim_row_is_whole(status, attempt, lease_owner, lease_until, next_attempt_at,
+                               completed_at))
 );
 
 -- The claim and every statement that names one delivery use the primary key.
@@ -106,6 +121,16 @@ LANGUAGE sql STABLE
 RETURN (status = 'processing' AND lease_until <= now())
     OR (status = 'failed' AND next_attempt_at <= now());
 
+-- Refuses a call with SQLSTATE HC001 (hookclaim's own: an argument no caller should send), so
+-- a bad argument is an error, never a row the retention function cannot re-drive.
+CREATE FUNCTION hookclaim_refuse(p_function text, p_why text)
+RETURNS void
+LANGUAGE plpgsql AS $refuse$
+BEGIN
+    RAISE EXCEPTION '%: %', p_function, p_why USING ERRCODE = 'HC001';
+END
+$refuse$;
+
 -- Takes the row of (p_source, p_delivery_id) over for p_owner, if the takeover rule allows it
 -- and no other transaction holds the row: the next attempt under a new lease. An expired lease
 -- at the attempt cap is made dead instead, since every attempt so far died before it could
@@ -119,6 +144,10 @@ LANGUAGE plpgsql AS $take_over$
 DECLARE
     d hookclaim_deliveries;
 BEGIN
+    IF NOT coalesce(p_lease_secs > 0 AND p_max_attempts >= 1, false) THEN
+        PERFORM hookclaim_refuse('hookclaim_take_over',
+                                 'p_lease_secs must be above 0 and p_max_attempts at least 1');
+    END IF;
     SELECT * INTO d FROM hookclaim_deliveries
      WHERE source = p_source AND delivery_id = p_delivery_id
        AND hookclaim_takeover_due(status, lease_until, next_attempt_at)
@@ -149,17 +178,25 @@ $take_over$;
 
 -- The claim: one call. It answers whether this invocation now owns the delivery, and at which
 -- attempt, or why not:
---   claimed      this invocation owns it at `attempt` (p_store_only stores a new one done)
+--   claimed      this invocation owns it at `attempt` (p_store_only stores a new one done); on
+--                a takeover, same_payload says whether the stored body, the one to run, is
+--                this request's
 --   done / dead  a duplicate of a finished delivery; same_payload compares the payload hashes
---   in_progress  another invocation holds it, or is inserting or taking it over right now
+--   in_progress  another invocation holds it: a committed processing row under a live lease
+--   busy         another transaction is taking it over or finishing it right now
 --   retry_later  it failed and its next attempt is due at retry_at
 --   gave_up      its lease expired at the attempt cap: made dead, not taken
+-- Every answer comes from committed rows. A new key is inserted at once: when a competing claim
+-- has inserted the same key (or guarded body) and not yet committed, the INSERT waits for that
+-- statement's transaction to end, then inserts (it rolled back) or reads the row it committed.
+-- That wait is one claim statement long, bounded by the statement timeout; nothing here waits
+-- for a holder's processing, since a claim commits before processing starts.
 -- With p_replay_guard (the source's signature covers neither the id nor a checked timestamp),
 -- the body is a key too: a body stored under another id is answered from that delivery's row,
 -- whose id comes back in body_of, and is never run under this id; and a row is taken over only
--- by its own body. Nothing here waits for another transaction, and a duplicate of a finished
--- delivery is answered from the reads alone, which lock and write nothing. The headers come as
--- JSON text, parsed only when a row is stored: most calls are duplicates.
+-- by its own body. A duplicate of a finished delivery is answered from the reads alone, which
+-- lock and write nothing. The headers come as JSON text, parsed only when a row is stored: most
+-- calls are duplicates. What is stored is checked first (HC001 refuses it).
 CREATE FUNCTION hookclaim_claim(
     p_source text, p_delivery_id text, p_owner text, p_lease_secs float8,
     p_payload bytea, p_payload_sha256 bytea, p_headers text, p_event_type text,
@@ -170,6 +207,7 @@ CREATE FUNCTION hookclaim_claim(
 LANGUAGE plpgsql AS $claim$
 DECLARE
     d hookclaim_deliveries;
+    headers jsonb;
 BEGIN
     LOOP
         -- 1. Read the key; with the replay guard, if the key is new, the row holding this body.
@@ -180,13 +218,17 @@ BEGIN
              WHERE source = p_source AND payload_sha256 = p_payload_sha256 AND replay_guard;
         END IF;
         EXIT WHEN FOUND;
-        -- 2. New: insert it; of racing claimants, the unique keys let one win. One whose insert
-        -- has not committed holds the lock on its key (and its body): the others answer at once.
-        IF NOT pg_try_advisory_xact_lock(hashtextextended(p_source || '/' || p_delivery_id, 0))
-           OR p_replay_guard AND NOT pg_try_advisory_xact_lock(
-                  hashtextextended(p_source || '/' || encode(p_payload_sha256, 'hex'), 1)) THEN
-            state := 'in_progress';
-            RETURN;
+        -- 2. New: insert it. Of racing claimants the unique keys let one win; the others wait
+        -- for its statement to commit or roll back, then read its row or insert their own.
+        headers := p_headers::jsonb;
+        IF jsonb_typeof(headers) IS DISTINCT FROM 'object' OR p_payload IS NULL
+           OR length(p_payload_sha256) IS DISTINCT FROM 32
+           OR p_id_origin IS NULL OR p_id_origin NOT IN ('header', 'body', 'body_sha256')
+           OR NOT coalesce(p_lease_secs > 0 AND p_max_attempts >= 1, false) THEN
+            PERFORM hookclaim_refuse('hookclaim_claim',
+                'a new row needs headers as a JSON object, a payload, its 32-byte SHA-256, '
+                'an id origin of header, body or body_sha256, a lease above 0 seconds and an '
+                'attempt cap of at least 1');
         END IF;
         INSERT INTO hookclaim_deliveries
             (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
@@ -196,13 +238,13 @@ BEGIN
                 CASE WHEN p_store_only THEN 'done' ELSE 'processing' END, 1, p_owner,
                 CASE WHEN NOT p_store_only THEN now() + make_interval(secs => p_lease_secs) END,
                 CASE WHEN p_store_only THEN now() END, p_payload, p_payload_sha256,
-                p_headers::jsonb, p_event_type, p_long_key_retention, p_replay_guard)
+                headers, p_event_type, p_long_key_retention, p_replay_guard)
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
             state := 'claimed'; attempt := 1; same_payload := true;
             RETURN;
         END IF;
-        -- A row that went in since the read holds the key or the body: read it again.
+        -- A row committed since the read holds the key or the body: read it again.
     END LOOP;
     attempt := d.attempt;
     same_payload := d.payload_sha256 = p_payload_sha256;
@@ -214,20 +256,49 @@ BEGIN
     ELSIF d.status IN ('done', 'dead') THEN
         state := d.status;
     -- 5. An expired lease or a due retry: take it over (guarded: only under its own id, with its
-    -- own body), unless another claimant holds it now.
+    -- own body), unless another transaction holds the row now.
     ELSIF hookclaim_takeover_due(d.status, d.lease_until, d.next_attempt_at)
           AND (NOT p_replay_guard OR same_payload AND body_of IS NULL) THEN
         SELECT CASE t.status WHEN 'dead' THEN 'gave_up' ELSE 'claimed' END, t.attempt
           INTO state, attempt
           FROM hookclaim_take_over(p_source, p_delivery_id, p_owner, p_lease_secs, p_max_attempts) t;
-        state := coalesce(state, 'in_progress');
-    -- 6. Otherwise it is held under a live lease, or failed and not due yet (or left, guarded).
+        state := coalesce(state, 'busy');
+    -- 6. Otherwise it failed and is not due yet, is held under a live lease, or (guarded) is
+    -- due but not this request's to take: an expired lease waits for the reclaim.
     ELSE
-        state := CASE WHEN d.status = 'failed' THEN 'retry_later' ELSE 'in_progress' END;
+        state := CASE WHEN d.status = 'failed' THEN 'retry_later'
+                      WHEN d.lease_until > now() THEN 'in_progress'
+                      ELSE 'busy' END;
         retry_at := d.next_attempt_at;
     END IF;
 END
 $claim$;
+
+-- The fenced finish: records attempt p_attempt's outcome (done, failed due again in
+-- p_retry_in_secs, or dead) only while p_owner still holds the row at that attempt. Otherwise
+-- it fails with SQLSTATE HC002 (hookclaim's own: fenced), which inside the processing
+-- transaction aborts it, so the COMMIT sent with it rolls the processor's writes back.
+CREATE FUNCTION hookclaim_finish(
+    p_source text, p_delivery_id text, p_attempt integer, p_owner text, p_outcome text,
+    p_error text DEFAULT NULL, p_retry_in_secs float8 DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $finish$
+BEGIN
+    UPDATE hookclaim_deliveries
+       SET status = p_outcome, lease_until = NULL, last_error = p_error,
+           completed_at = CASE WHEN p_outcome <> 'failed' THEN now() END,
+           next_attempt_at = CASE WHEN p_outcome = 'failed'
+                                  THEN now() + make_interval(secs => p_retry_in_secs) END,
+           updated_at = now()
+     WHERE source = p_source AND delivery_id = p_delivery_id AND attempt = p_attempt
+       AND lease_owner = p_owner AND status = 'processing';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'hookclaim_finish: attempt % of %/% is no longer held by this owner',
+                        p_attempt, p_source, p_delivery_id
+              USING ERRCODE = 'HC002';
+    END IF;
+END
+$finish$;
 
 -- Where the next trim of done payloads starts (trim_done.sql and its count): the newest
 -- completion among done rows of one key retention, older than p_older_than seconds, whose

@@ -199,29 +199,47 @@ pub struct DeliveryRecord<'a> {
     pub latency: Duration,
     /// A short reason for rejections and failures (never a secret or a body).
     pub reason: Option<&'a str>,
-    /// Set when a duplicate's body differs from the stored one.
+    /// Set when the request's body differs from the one stored under its key (a duplicate, or
+    /// a takeover that runs the stored one).
     pub payload_mismatch: bool,
+    /// Set when the replay guard answered the body from another delivery's row: a signed body
+    /// re-sent under a new id.
+    pub replayed_body: bool,
 }
 
 /// Builds the delivery's JSON line: a log record with an `_aws` EMF block declaring the
-/// `deliveries` count (and `payload_mismatches` when set) and `latency_ms`, by source and outcome
-/// and by outcome alone (so an alarm can watch an outcome over every source). Serialised straight
-/// from borrowed fields: it runs once per delivery. At most [`MAX_DELIVERY_LINE`] bytes.
+/// `deliveries` count and `latency_ms`, by source and outcome and by outcome alone (so an alarm
+/// can watch an outcome over every source), and, when set, `payload_mismatches` and
+/// `replayed_bodies` by source alone (whatever the outcome, a body that is not the stored one is
+/// worth a look). Serialised straight from borrowed fields: it runs once per delivery. At most
+/// [`MAX_DELIVERY_LINE`] bytes.
 pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
-    const METRICS: [Metric; 3] = [
+    const COUNTS: [Metric; 2] = [
         Metric::new("deliveries", "Count"),
         Metric::new("latency_ms", "Milliseconds"),
-        Metric::new("payload_mismatches", "Count"),
     ];
-    let declared = if r.payload_mismatch { 3 } else { 2 };
+    const MISMATCH: Metric = Metric::new("payload_mismatches", "Count");
+    const REPLAYED: Metric = Metric::new("replayed_bodies", "Count");
+    let flagged: Vec<Metric> = [(r.payload_mismatch, MISMATCH), (r.replayed_body, REPLAYED)]
+        .into_iter()
+        .filter_map(|(set, metric)| set.then_some(metric))
+        .collect();
+    let mut directives = vec![Directive {
+        namespace: namespace(),
+        dimensions: &[&["source", "outcome"], &["outcome"]],
+        metrics: &COUNTS,
+    }];
+    if !flagged.is_empty() {
+        directives.push(Directive {
+            namespace: namespace(),
+            dimensions: &[&["source"]],
+            metrics: &flagged,
+        });
+    }
     let line = Line {
         aws: Emf {
             timestamp: millis(now),
-            cloud_watch_metrics: [Directive {
-                namespace: namespace(),
-                dimensions: [&["source", "outcome"], &["outcome"]],
-                metrics: &METRICS[..declared],
-            }],
+            cloud_watch_metrics: &directives,
         },
         level: r.level.as_str(),
         message: "delivery",
@@ -236,6 +254,7 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
         latency_ms: (r.latency.as_secs_f64() * 1e6).round() / 1e3,
         reason: r.reason.map(|s| capped(s, MAX_REASON)),
         payload_mismatches: r.payload_mismatch.then_some(1),
+        replayed_bodies: r.replayed_body.then_some(1),
     };
     let mut text = serde_json::to_string(&line).unwrap_or_default();
     text.push('\n');
@@ -283,20 +302,22 @@ struct Line<'a> {
     reason: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     payload_mismatches: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replayed_bodies: Option<u8>,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
 struct Emf<'a> {
     timestamp: u64,
-    cloud_watch_metrics: [Directive<'a>; 1],
+    cloud_watch_metrics: &'a [Directive<'a>],
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
 struct Directive<'a> {
     namespace: &'static str,
-    dimensions: [&'a [&'a str]; 2],
+    dimensions: &'a [&'a [&'a str]],
     metrics: &'a [Metric],
 }
 
@@ -392,6 +413,7 @@ mod tests {
             latency: Duration::from_micros(2500),
             reason: None,
             payload_mismatch: false,
+            replayed_body: false,
         };
         let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(10));
         assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
@@ -425,17 +447,39 @@ mod tests {
             latency: Duration::ZERO,
             reason: None,
             payload_mismatch: true,
+            replayed_body: false,
         };
         let v: Value = serde_json::from_str(&delivery_line(&r, UNIX_EPOCH)).unwrap();
         assert_eq!(v["reason"], Value::Null);
         assert_eq!(v["payload_mismatches"], 1);
-        assert_eq!(
-            v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-                .as_array()
-                .unwrap()
-                .len(),
-            3
-        );
+        assert!(v.get("replayed_bodies").is_none());
+        let cw = &v["_aws"]["CloudWatchMetrics"];
+        assert_eq!(cw[0]["Metrics"].as_array().unwrap().len(), 2);
+        assert_eq!(cw[1]["Dimensions"], json!([["source"]]));
+        assert_eq!(cw[1]["Metrics"], json!([{"Name": "payload_mismatches", "Unit": "Count"}]));
+    }
+
+    #[test]
+    fn a_body_the_replay_guard_answered_is_counted_by_source() {
+        let r = DeliveryRecord {
+            source: "github",
+            requested_source: None,
+            delivery_id: Some("d2"),
+            event_type: None,
+            outcome: "duplicate",
+            level: Level::Warn,
+            status: 200,
+            attempt: None,
+            latency: Duration::ZERO,
+            reason: None,
+            payload_mismatch: false,
+            replayed_body: true,
+        };
+        let v: Value = serde_json::from_str(&delivery_line(&r, UNIX_EPOCH)).unwrap();
+        assert_eq!(v["replayed_bodies"], 1);
+        let cw = &v["_aws"]["CloudWatchMetrics"];
+        assert_eq!(cw[1]["Dimensions"], json!([["source"]]));
+        assert_eq!(cw[1]["Metrics"], json!([{"Name": "replayed_bodies", "Unit": "Count"}]));
     }
 
     #[test]
@@ -455,6 +499,7 @@ mod tests {
             latency: Duration::from_secs(u32::MAX as u64),
             reason: Some(&hostile),
             payload_mismatch: true,
+            replayed_body: true,
         };
         let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(u32::MAX as u64));
         assert!(line.len() <= MAX_DELIVERY_LINE, "{} bytes", line.len());

@@ -11,7 +11,7 @@ use crate::config::RetryPolicy;
 use crate::db::{classify, DbError, Session};
 use crate::invocation;
 use crate::processor::{Delivery, Outcome, ProcessError, Processor};
-use crate::ledger::{self, Attempt, Finish};
+use crate::ledger::{self, Attempt, Finish, StoredDelivery};
 use crate::work::Work;
 
 /// How a claimed delivery ended.
@@ -108,6 +108,18 @@ pub async fn run_claimed<P: Processor>(
         }
     };
     record_failure(session, &at, outcome, policy).await
+}
+
+/// The processor's view of a stored delivery; `None` when its payload was trimmed.
+pub fn delivery_of(stored: &StoredDelivery) -> Option<Delivery> {
+    Some(Delivery {
+        source: stored.source.clone(),
+        delivery_id: stored.delivery_id.clone(),
+        event_type: stored.event_type.clone(),
+        payload: stored.payload.clone()?,
+        headers: stored.headers.clone(),
+        attempt: stored.attempt,
+    })
 }
 
 /// Why processing did not end done.
@@ -218,4 +230,29 @@ async fn record_failure(
         Finish::Applied => settled,
         Finish::Fenced => Settled::Fenced,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_trimmed_delivery_has_no_processor_view() {
+        let mut stored = StoredDelivery {
+            source: "s".into(),
+            delivery_id: "d".into(),
+            attempt: 2,
+            event_type: Some("t".into()),
+            payload: None,
+            headers: BTreeMap::from([("h".into(), "v".into())]),
+            last_error: None,
+            gave_up: false,
+        };
+        assert!(delivery_of(&stored).is_none());
+        stored.payload = Some(b"{}".to_vec());
+        let d = delivery_of(&stored).unwrap();
+        assert_eq!((d.attempt, d.payload.as_slice()), (2, &b"{}"[..]));
+    }
 }

@@ -20,7 +20,7 @@ use crate::observe::{self, DeliveryRecord, Level};
 use crate::pipeline::{self, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
-use crate::ledger::{self, Claim, Claimant, NewDelivery};
+use crate::ledger::{self, Attempt, Claim, Claimant, NewDelivery};
 use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 
 /// Headers kept with every delivery when present, besides each scheme's own.
@@ -112,6 +112,9 @@ impl Rejection {
     }
 }
 
+/// The Retry-After of a [`Answer::Busy`]: the lock it met is held for one statement or a finish.
+const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+
 /// How a verified delivery ended, as the sender is told.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
@@ -119,8 +122,12 @@ pub enum Answer {
     Processed,
     /// Already processed or given up on (200).
     Duplicate,
-    /// Another invocation holds it (202).
+    /// Another invocation holds it: a committed claim under a live lease (202).
     InProgress,
+    /// Another transaction holds the row's lock (a takeover or a finish not yet committed), or
+    /// this attempt lost its claim to a newer one: nothing committed to answer from (503 with a
+    /// short Retry-After).
+    Busy,
     /// A failed attempt is not due again yet (503 with Retry-After).
     RetryLater(Duration),
     /// Processing failed and will be retried (503 with Retry-After).
@@ -137,7 +144,9 @@ impl Answer {
             Answer::Handshake(r) => StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK),
             Answer::Processed | Answer::Duplicate | Answer::Dead => StatusCode::OK,
             Answer::InProgress => StatusCode::ACCEPTED,
-            Answer::RetryLater(_) | Answer::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Answer::RetryLater(_) | Answer::Failed(_) | Answer::Busy => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -146,6 +155,7 @@ impl Answer {
             Answer::Processed => "processed",
             Answer::Duplicate => "duplicate",
             Answer::InProgress => "in_progress",
+            Answer::Busy => "busy",
             Answer::RetryLater(_) => "retry_later",
             Answer::Failed(_) => "failed",
             Answer::Dead => "dead",
@@ -158,9 +168,11 @@ impl Answer {
     /// on (answered 200, so the sender stops) needs someone.
     fn level(&self) -> Level {
         match self {
-            Answer::Processed | Answer::Duplicate | Answer::InProgress | Answer::RetryLater(_) => {
-                Level::Info
-            }
+            Answer::Processed
+            | Answer::Duplicate
+            | Answer::InProgress
+            | Answer::Busy
+            | Answer::RetryLater(_) => Level::Info,
             Answer::Failed(_) => Level::Warn,
             Answer::Dead => Level::Error,
             // A refused handshake is a refused verification, like a bad signature.
@@ -172,6 +184,7 @@ impl Answer {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             Answer::RetryLater(d) | Answer::Failed(d) => Some(*d),
+            Answer::Busy => Some(BUSY_RETRY_AFTER),
             _ => None,
         }
     }
@@ -185,6 +198,7 @@ struct Facts {
     attempt: Option<i32>,
     reason: Option<String>,
     payload_mismatch: bool,
+    replayed_body: bool,
 }
 
 impl<P: Processor> Webhook<P> {
@@ -265,6 +279,11 @@ impl<P: Processor> Webhook<P> {
                 )
             }
         };
+        // A body that is not the stored one is worth a look, whatever the answer.
+        let level = match level {
+            Level::Info if facts.payload_mismatch || facts.replayed_body => Level::Warn,
+            level => level,
+        };
         observe::emit_text(&observe::delivery_line(
             &DeliveryRecord {
                 source: known_source,
@@ -278,6 +297,7 @@ impl<P: Processor> Webhook<P> {
                 latency: started.elapsed(),
                 reason: facts.reason.as_deref(),
                 payload_mismatch: facts.payload_mismatch,
+                replayed_body: facts.replayed_body,
             },
             SystemTime::now(),
         ));
@@ -338,7 +358,11 @@ impl<P: Processor> Webhook<P> {
         let claim = session
             .run(|c, _| Box::pin(ledger::claim(c, &new, &claimant, store_only)))
             .await?;
-        let Claim::Claimed { attempt } = claim else {
+        let Claim::Claimed {
+            attempt,
+            same_payload,
+        } = claim
+        else {
             return Ok(answer_claim(claim, (self.clock)(), facts));
         };
         facts.attempt = Some(attempt);
@@ -347,13 +371,35 @@ impl<P: Processor> Webhook<P> {
         if store_only && attempt == 1 {
             return Ok(Answer::Processed);
         }
-        let delivery = Delivery {
-            source: source.name.clone(),
-            delivery_id: verified.delivery_id,
-            event_type: verified.event_type,
-            payload: body.to_vec(),
-            headers,
-            attempt,
+        let delivery = if same_payload {
+            Delivery {
+                source: source.name.clone(),
+                delivery_id: verified.delivery_id,
+                event_type: verified.event_type,
+                payload: body.to_vec(),
+                headers,
+                attempt,
+            }
+        } else {
+            // The ledger's body is the delivery: a takeover runs what the row stores (and what
+            // every later re-drive and replay will run), not this request's other body.
+            facts.payload_mismatch = true;
+            facts.reason = Some("takeover with a different payload: the stored one runs".into());
+            let at = Attempt {
+                source: &source.name,
+                delivery_id: &verified.delivery_id,
+                attempt,
+                owner: &owner,
+            };
+            let stored = session
+                .run(|c, _| Box::pin(ledger::held(c, &at)))
+                .await?;
+            match stored.as_ref().and_then(pipeline::delivery_of) {
+                Some(delivery) => delivery,
+                // Not held any more (the lease ran out already) or without a payload to run:
+                // the retention function or a later redelivery takes it from the row.
+                None => return Ok(Answer::Busy),
+            }
         };
         let deadline = invocation::deadline(req.lambda_context_ref());
         let settled = pipeline::run_claimed(
@@ -463,6 +509,7 @@ fn answer_claim(claim: Claim, now: SystemTime, facts: &mut Facts) -> Answer {
             Answer::Dead
         }
         Claim::InProgress => Answer::InProgress,
+        Claim::Busy => Answer::Busy,
         Claim::RetryLater {
             next_attempt_at,
             same_payload,
@@ -479,6 +526,7 @@ fn answer_claim(claim: Claim, now: SystemTime, facts: &mut Facts) -> Answer {
         }
         // Answered as that delivery stands; what is logged is why.
         Claim::Resent { of, answer } => {
+            facts.replayed_body = true;
             let answer = answer_claim(*answer, now, facts);
             facts.reason = Some(format!(
                 "replay guard: this signed body was delivered as {of}"
@@ -495,9 +543,10 @@ fn answer_settled(settled: Settled, facts: &mut Facts) -> Answer {
         Settled::Done => Answer::Processed,
         Settled::Failed { retry_in, .. } => Answer::Failed(retry_in),
         Settled::Dead { .. } => Answer::Dead,
+        // What the newer attempt concluded is not this invocation's to promise.
         Settled::Fenced => {
             facts.reason = Some("lease lost to a newer attempt".into());
-            Answer::InProgress
+            Answer::Busy
         }
     }
 }

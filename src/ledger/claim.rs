@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use tokio_postgres::types::Type;
 use tokio_postgres::{Error, GenericClient};
 
+use super::{Attempt, StoredDelivery};
 use crate::verify::IdOrigin;
 
 /// What a claim stores with the row so the delivery can be re-driven without the sender.
@@ -57,6 +58,9 @@ pub enum Claim {
     Claimed {
         /// 1 for a new delivery, previous attempt + 1 for a takeover.
         attempt: i32,
+        /// Whether the stored payload, the one to process, is this request's. Only a takeover of
+        /// a row stored from another body (a source without the replay guard) says `false`.
+        same_payload: bool,
     },
     /// Already processed; a duplicate.
     Done {
@@ -68,8 +72,11 @@ pub enum Claim {
         /// Whether the stored payload hash equals this request's.
         same_payload: bool,
     },
-    /// Another invocation holds a live lease, or is inserting or taking over the row right now.
+    /// Another invocation holds the delivery: a committed `processing` row under a live lease.
     InProgress,
+    /// Another transaction holds the row's lock right now (taking it over or finishing it): its
+    /// outcome is not committed yet, so nothing can be promised; ask again shortly.
+    Busy,
     /// This claim found an expired lease at the attempt cap and made the delivery dead instead
     /// of taking it over: every attempt so far died without recording an outcome.
     GaveUp,
@@ -83,7 +90,7 @@ pub enum Claim {
     },
     /// The replay guard found this body stored under another delivery id: a signed body re-sent
     /// under a new id. It is answered as a redelivery of that delivery would be, but nothing is
-    /// taken over or run: `answer` is that delivery's `Done`, `Dead`, `InProgress` or
+    /// taken over or run: `answer` is that delivery's `Done`, `Dead`, `InProgress`, `Busy` or
     /// `RetryLater`.
     Resent {
         /// The delivery id the body is stored under.
@@ -133,7 +140,10 @@ pub async fn claim(
     let body_of: Option<String> = row.get("body_of");
     let same_payload = same_payload == Some(true);
     let answer = match (row.get("state"), attempt, retry_at) {
-        ("claimed", Some(attempt), _) if body_of.is_none() => Claim::Claimed { attempt },
+        ("claimed", Some(attempt), _) if body_of.is_none() => Claim::Claimed {
+            attempt,
+            same_payload,
+        },
         ("done", ..) => Claim::Done { same_payload },
         ("dead", ..) => Claim::Dead { same_payload },
         ("gave_up", ..) => Claim::GaveUp,
@@ -142,10 +152,11 @@ pub async fn claim(
             same_payload,
         },
         ("in_progress", ..) => Claim::InProgress,
+        ("busy", ..) => Claim::Busy,
         (state, ..) => {
-            // Not an answer this build knows: never run the delivery on it.
-            tracing::error!(state, "unknown claim answer; treated as in progress");
-            Claim::InProgress
+            // Not an answer this build knows: never run the delivery on it, and promise nothing.
+            tracing::error!(state, "unknown claim answer; treated as busy");
+            Claim::Busy
         }
     };
     Ok(match body_of {
@@ -155,4 +166,25 @@ pub async fn claim(
         },
         None => answer,
     })
+}
+
+/// The stored delivery `at` holds, as a takeover runs it: the row's body, headers and event
+/// type, which a request with another body does not replace. `None` once the attempt no longer
+/// holds the row.
+pub async fn held(
+    c: &impl GenericClient,
+    at: &Attempt<'_>,
+) -> Result<Option<StoredDelivery>, Error> {
+    let row = c
+        .query_typed_opt(
+            include_str!("sql/held.sql"),
+            &[
+                (&at.source, Type::TEXT),
+                (&at.delivery_id, Type::TEXT),
+                (&at.attempt, Type::INT4),
+                (&at.owner, Type::TEXT),
+            ],
+        )
+        .await?;
+    Ok(row.as_ref().map(StoredDelivery::from_row))
 }

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Error, GenericClient};
+
+use super::FENCED;
 
 /// How long an error text may be when it is stored; longer texts are cut at a char boundary.
 const MAX_ERROR_LEN: usize = 2000;
@@ -24,18 +25,6 @@ pub struct Attempt<'a> {
     pub owner: &'a str,
 }
 
-impl Attempt<'_> {
-    /// The fence's parameters, `$1` to `$4` of every finish.
-    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 4] {
-        [
-            (&self.source, Type::TEXT),
-            (&self.delivery_id, Type::TEXT),
-            (&self.attempt, Type::INT4),
-            (&self.owner, Type::TEXT),
-        ]
-    }
-}
-
 /// The result of a fenced finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finish {
@@ -45,33 +34,11 @@ pub enum Finish {
     Fenced,
 }
 
-impl Finish {
-    fn from_count(n: u64) -> Self {
-        if n == 1 {
-            Finish::Applied
-        } else {
-            Finish::Fenced
-        }
-    }
-}
-
 /// Marks the attempt done, unless another attempt has taken the row over. Inside a transaction,
 /// a fenced finish fails and so aborts it: a COMMIT that follows rolls back what the processor
-/// wrote (see `sql/finish_done.sql`).
+/// wrote.
 pub async fn finish_done(c: &impl GenericClient, at: &Attempt<'_>) -> Result<Finish, Error> {
-    match c
-        .query_typed(include_str!("sql/finish_done.sql"), &at.params())
-        .await
-    {
-        Ok(_) => Ok(Finish::Applied),
-        Err(e) if is_fenced(&e) => Ok(Finish::Fenced),
-        Err(e) => Err(e),
-    }
-}
-
-/// Whether `e`, from [`finish_done`]'s statement, means "fenced".
-fn is_fenced(e: &Error) -> bool {
-    e.code() == Some(&SqlState::DIVISION_BY_ZERO)
+    finish(c, at, "done", None, None).await
 }
 
 /// Marks the attempt failed with `error`, due again after `retry_in`, unless fenced.
@@ -81,21 +48,8 @@ pub async fn finish_failed(
     error: &str,
     retry_in: Duration,
 ) -> Result<Finish, Error> {
-    let [source, id, attempt, owner] = at.params();
-    let n = c
-        .execute_typed(
-            include_str!("sql/finish_failed.sql"),
-            &[
-                source,
-                id,
-                attempt,
-                owner,
-                (&truncate(error), Type::TEXT),
-                (&retry_in.as_secs_f64(), Type::FLOAT8),
-            ],
-        )
-        .await?;
-    Ok(Finish::from_count(n))
+    let error = truncate(error);
+    finish(c, at, "failed", Some(error), Some(retry_in.as_secs_f64())).await
 }
 
 /// Marks the attempt dead with `error` (the payload stays for a replay), unless fenced.
@@ -104,14 +58,31 @@ pub async fn finish_dead(
     at: &Attempt<'_>,
     error: &str,
 ) -> Result<Finish, Error> {
-    let [source, id, attempt, owner] = at.params();
-    let n = c
-        .execute_typed(
-            include_str!("sql/finish_dead.sql"),
-            &[source, id, attempt, owner, (&truncate(error), Type::TEXT)],
-        )
-        .await?;
-    Ok(Finish::from_count(n))
+    finish(c, at, "dead", Some(truncate(error)), None).await
+}
+
+/// One call of `hookclaim_finish`; its fenced error (SQLSTATE HC002) is [`Finish::Fenced`].
+async fn finish(
+    c: &impl GenericClient,
+    at: &Attempt<'_>,
+    outcome: &str,
+    error: Option<&str>,
+    retry_in_secs: Option<f64>,
+) -> Result<Finish, Error> {
+    let params: [(&(dyn ToSql + Sync), Type); 7] = [
+        (&at.source, Type::TEXT),
+        (&at.delivery_id, Type::TEXT),
+        (&at.attempt, Type::INT4),
+        (&at.owner, Type::TEXT),
+        (&outcome, Type::TEXT),
+        (&error, Type::TEXT),
+        (&retry_in_secs, Type::FLOAT8),
+    ];
+    match c.query_typed(include_str!("sql/finish.sql"), &params).await {
+        Ok(_) => Ok(Finish::Applied),
+        Err(e) if e.code().map(|c| c.code()) == Some(FENCED) => Ok(Finish::Fenced),
+        Err(e) => Err(e),
+    }
 }
 
 fn truncate(error: &str) -> &str {

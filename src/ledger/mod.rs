@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 
-pub use claim::{claim, Claim, Claimant, NewDelivery};
+pub use claim::{claim, held, Claim, Claimant, NewDelivery};
 pub use finish::{finish_dead, finish_done, finish_failed, Attempt, Finish};
 pub use purge::{
     count_dead_trimmable, count_purgeable, count_trimmable, purge_batch, trim_batch,
@@ -28,6 +28,13 @@ pub use purge::{
 pub use reclaim::{count_reclaimable, reclaim_next};
 pub use replay::{count_replayable, replay_page, take_for_replay, ReplayCursor, ReplayFilter};
 pub use stats::{state, stats, waiting, DeliveryState, LedgerStats, Waiting};
+
+/// SQLSTATE of a finish whose attempt no longer holds its row (`hookclaim_finish`).
+const FENCED: &str = "HC002";
+
+/// SQLSTATE of a ledger function refusing an argument no caller should send
+/// (`hookclaim_refuse`): a bug in the caller, never an answer to a sender.
+pub const REFUSED: &str = "HC001";
 
 /// A stored delivery as the retention function re-drives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +59,7 @@ pub struct StoredDelivery {
 }
 
 impl StoredDelivery {
-    /// From a row of `reclaim.sql` or `take_for_replay.sql`.
+    /// From a row of `reclaim.sql`, `take_for_replay.sql` or `held.sql`.
     fn from_row(row: &Row) -> Self {
         let headers: Json<BTreeMap<String, String>> = row.get("headers");
         StoredDelivery {

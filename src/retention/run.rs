@@ -10,7 +10,7 @@ use super::{
 use crate::db::{classify, DbError, Session};
 use crate::invocation;
 use crate::pipeline::{self, Settled};
-use crate::processor::{Delivery, Processor};
+use crate::processor::Processor;
 use crate::schema;
 use crate::config::RetentionSettings;
 use crate::ledger::{
@@ -279,7 +279,7 @@ impl<P: Processor> Retention<P> {
         owner: &str,
         deadline: SystemTime,
     ) -> Result<Settled, DbError> {
-        let Some(delivery) = delivery_of(stored) else {
+        let Some(delivery) = pipeline::delivery_of(stored) else {
             let at = Attempt {
                 source: &stored.source,
                 delivery_id: &stored.delivery_id,
@@ -631,18 +631,6 @@ fn refusal(source: &str, delivery_id: &str, state: Option<ledger::DeliveryState>
     RetentionError::ReplayRefused(format!("{key}: {why}"))
 }
 
-/// The processor's view of a stored delivery; `None` when its payload was trimmed.
-pub fn delivery_of(stored: &StoredDelivery) -> Option<Delivery> {
-    Some(Delivery {
-        source: stored.source.clone(),
-        delivery_id: stored.delivery_id.clone(),
-        event_type: stored.event_type.clone(),
-        payload: stored.payload.clone()?,
-        headers: stored.headers.clone(),
-        attempt: stored.attempt,
-    })
-}
-
 fn log_redrive(stored: &StoredDelivery, settled: &Settled) {
     tracing::info!(
         source = %stored.source,
@@ -656,29 +644,4 @@ fn log_redrive(stored: &StoredDelivery, settled: &Settled) {
 
 fn owner_token() -> String {
     format!("retention-{:032x}", fastrand::u128(..))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use super::*;
-
-    #[test]
-    fn a_trimmed_delivery_has_no_processor_view() {
-        let mut stored = StoredDelivery {
-            source: "s".into(),
-            delivery_id: "d".into(),
-            attempt: 2,
-            event_type: Some("t".into()),
-            payload: None,
-            headers: BTreeMap::from([("h".into(), "v".into())]),
-            last_error: None,
-            gave_up: false,
-        };
-        assert!(delivery_of(&stored).is_none());
-        stored.payload = Some(b"{}".to_vec());
-        let d = delivery_of(&stored).unwrap();
-        assert_eq!((d.attempt, d.payload.as_slice()), (2, &b"{}"[..]));
-    }
 }

@@ -15,6 +15,7 @@ use tokio_postgres::Client;
 
 const LEASE: Duration = Duration::from_secs(60);
 
+#[derive(Clone)]
 struct Sample {
     source: &'static str,
     id: String,
@@ -98,7 +99,13 @@ async fn new_delivery_is_claimed_as_processing_with_its_payload_stored() {
     let c = db.client().await;
     let s = Sample::new("evt_new", r#"{"id":"evt_new"}"#);
 
-    assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        claim(&c, &s, "a").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
 
     let row = c
         .query_one(
@@ -131,7 +138,13 @@ async fn store_only_claim_records_the_delivery_as_done_in_the_same_statement() {
         .await
         .unwrap();
 
-    assert_eq!(got, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        got,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
     assert_eq!(status(&c, "stripe", "evt_store").await, ("done".into(), 1));
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
 }
@@ -150,7 +163,13 @@ async fn a_store_only_claim_retried_by_its_owner_is_its_own_claim_not_a_duplicat
         .await
         .unwrap();
 
-    assert_eq!(again, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        again,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
     assert_eq!(
         status(&c, "stripe", "evt_store_retry").await,
@@ -182,8 +201,20 @@ async fn every_value_of_a_new_row_is_stored_exactly_as_sent() {
     let first = ledger::claim(&c, &with_type, &claimant("a"), false).await;
     let second = ledger::claim(&c, &without_type, &claimant("a"), true).await;
 
-    assert_eq!(first.unwrap(), Claim::Claimed { attempt: 1 });
-    assert_eq!(second.unwrap(), Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        first.unwrap(),
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
+    assert_eq!(
+        second.unwrap(),
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
     let row = |id: &'static str| {
         let c = &c;
         async move {
@@ -469,7 +500,13 @@ async fn retry_by_the_same_owner_gets_the_same_claim_back() {
     claim(&c, &s, "a").await;
 
     // As after a lost answer: the first claim committed, the owner asks again.
-    assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        claim(&c, &s, "a").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
 }
 
 /// Claims `s` for `owner` on a connection of its own, failing the test if the answer takes
@@ -481,26 +518,178 @@ async fn claim_at_once(url: &str, s: &Sample, owner: &str) -> Claim {
         .expect("the claim waited for another transaction")
 }
 
+/// Starts claiming `s` for `owner` on a connection of its own, and checks that it is still
+/// waiting a moment later (for another transaction's insert to commit or roll back).
+async fn claim_waiting(url: &str, s: &Sample, owner: &str) -> tokio::task::JoinHandle<Claim> {
+    let c = support::connect(url).await;
+    let (s, owner) = (s.clone(), owner.to_owned());
+    let waiting = tokio::spawn(async move { claim(&c, &s, &owner).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the claim answered from an uncommitted row"
+    );
+    waiting
+}
+
+/// A competitor's claim never answers from a row that has not committed: it waits for the
+/// inserting statement's transaction, and answers from what it committed.
 #[tokio::test]
-async fn a_duplicate_of_a_delivery_being_inserted_is_in_progress_at_once() {
+async fn a_duplicate_of_a_delivery_being_inserted_waits_for_the_insert_and_answers_from_its_commit()
+{
     let db = TestDb::migrated().await;
     let holder = db.client().await;
     let s = Sample::new("evt_inserting", "{}");
 
     // The first claimant's insert has not committed (its transaction stays open).
     holder.batch_execute("BEGIN").await.unwrap();
-    assert_eq!(claim(&holder, &s, "a").await, Claim::Claimed { attempt: 1 });
-
-    assert_eq!(claim_at_once(&db.url, &s, "b").await, Claim::InProgress);
-    // So is the same owner's retry while its first try has not committed: once it has, the
-    // retry finds its own claim.
-    assert_eq!(claim_at_once(&db.url, &s, "a").await, Claim::InProgress);
-    holder.batch_execute("COMMIT").await.unwrap();
     assert_eq!(
-        claim_at_once(&db.url, &s, "a").await,
-        Claim::Claimed { attempt: 1 }
+        claim(&holder, &s, "a").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
     );
-    assert_eq!(claim_at_once(&db.url, &s, "b").await, Claim::InProgress);
+    let other = claim_waiting(&db.url, &s, "b").await;
+    // So does the same owner's retry while its first try has not committed.
+    let retry = claim_waiting(&db.url, &s, "a").await;
+
+    holder.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(other.await.unwrap(), Claim::InProgress);
+    assert_eq!(
+        retry.await.unwrap(),
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
+}
+
+/// The claim that rolls back after inserting (a statement timeout, a cancelled or killed
+/// backend) leaves nothing that could have been promised: the competitor that waited for it
+/// stores the delivery itself.
+#[tokio::test]
+async fn a_claim_whose_competitor_rolls_back_stores_the_delivery_itself() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let holder = db.client().await;
+    for s in [
+        Sample::new("evt_rolled_back", "{}"),
+        Sample::github("gh_rolled_back", r#"{"n":1}"#),
+    ] {
+        holder.batch_execute("BEGIN").await.unwrap();
+        assert_eq!(
+            claim(&holder, &s, "a").await,
+            Claim::Claimed {
+                attempt: 1,
+                same_payload: true
+            }
+        );
+        let other = claim_waiting(&db.url, &s, "b").await;
+
+        holder.batch_execute("ROLLBACK").await.unwrap();
+        assert_eq!(
+            other.await.unwrap(),
+            Claim::Claimed {
+                attempt: 1,
+                same_payload: true
+            }
+        );
+        let row = state(&c, s.source, &s.id).await;
+        assert_eq!((row.status.as_str(), row.attempt), ("processing", 1));
+    }
+}
+
+/// A replay-guarded body being inserted under one id, claimed under another: the second claim
+/// waits too, and is answered from the body's committed row, or stores its own when the first
+/// rolled back.
+#[tokio::test]
+async fn a_guarded_body_being_inserted_under_another_id_is_answered_only_once_it_commits() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let holder = db.client().await;
+    let body = r#"{"action":"opened"}"#;
+    for (end, first, second) in [("ROLLBACK", "gh_a1", "gh_b1"), ("COMMIT", "gh_a2", "gh_b2")] {
+        let body = format!("{body}{first}");
+        let (a, b) = (Sample::github(first, &body), Sample::github(second, &body));
+        holder.batch_execute("BEGIN").await.unwrap();
+        assert_eq!(
+            claim(&holder, &a, "a").await,
+            Claim::Claimed {
+                attempt: 1,
+                same_payload: true
+            }
+        );
+        let other = claim_waiting(&db.url, &b, "b").await;
+
+        holder.batch_execute(end).await.unwrap();
+        let got = other.await.unwrap();
+        if end == "ROLLBACK" {
+            assert_eq!(
+                got,
+                Claim::Claimed {
+                    attempt: 1,
+                    same_payload: true
+                }
+            );
+            assert!(exists(&c, "github", second).await && !exists(&c, "github", first).await);
+        } else {
+            let want = Claim::Resent {
+                of: first.into(),
+                answer: Box::new(Claim::InProgress),
+            };
+            assert_eq!(got, want);
+            assert!(!exists(&c, "github", second).await);
+        }
+    }
+}
+
+/// The reviewer's case: a claim blocked in its insert (here behind a lock another transaction
+/// holds on the table) is cancelled by its statement timeout. A competitor arriving meanwhile
+/// never hears "in progress" from it, and stores the delivery once the way is clear.
+#[tokio::test]
+async fn a_claim_cancelled_by_its_statement_timeout_never_makes_a_competitor_answer_in_progress() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let blocker = db.client().await;
+    let s = Sample::new("evt_timed_out", "{}");
+    blocker
+        .batch_execute("BEGIN; LOCK TABLE hookclaim_deliveries IN SHARE MODE")
+        .await
+        .unwrap();
+    let timed_out = {
+        let a = support::connect(&db.url).await;
+        a.batch_execute("SET statement_timeout = 500")
+            .await
+            .unwrap();
+        let s = Sample::new("evt_timed_out", "{}");
+        tokio::spawn(async move { ledger::claim(&a, &s.delivery(), &claimant("a"), false).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let other = claim_waiting(&db.url, &s, "b").await;
+
+    let e = timed_out
+        .await
+        .unwrap()
+        .expect_err("cancelled by its statement timeout");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED)
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !other.is_finished(),
+        "answered while the insert was still blocked"
+    );
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        other.await.unwrap(),
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
+    assert_eq!(status(&c, "stripe", &s.id).await, ("processing".into(), 1));
 }
 
 #[tokio::test]
@@ -511,7 +700,13 @@ async fn a_duplicate_during_an_open_processing_transaction_is_answered_without_w
     let live = Sample::new("evt_processing_live", "{}");
     let expired = Sample::new("evt_processing_expired", "{}");
     for s in [&live, &expired] {
-        assert_eq!(claim(&c, s, "a").await, Claim::Claimed { attempt: 1 });
+        assert_eq!(
+            claim(&c, s, "a").await,
+            Claim::Claimed {
+                attempt: 1,
+                same_payload: true
+            }
+        );
     }
     expire_lease(&c, &expired.id).await;
 
@@ -524,18 +719,153 @@ async fn a_duplicate_during_an_open_processing_transaction_is_answered_without_w
         assert_eq!(finished, Finish::Applied);
     }
 
-    // Under a live lease, and under an expired one whose holder is still finishing: in
-    // progress, at once, and nothing taken over.
+    // Under a live lease: the committed claim is in progress. Under an expired one whose holder
+    // is finishing: its outcome has not committed, so nothing is promised (busy), and nothing
+    // is taken over. Both at once.
     assert_eq!(claim_at_once(&db.url, &live, "b").await, Claim::InProgress);
-    assert_eq!(
-        claim_at_once(&db.url, &expired, "b").await,
-        Claim::InProgress
-    );
+    assert_eq!(claim_at_once(&db.url, &expired, "b").await, Claim::Busy);
     holder.batch_execute("COMMIT").await.unwrap();
     for s in [&live, &expired] {
         assert_eq!(status(&c, "stripe", &s.id).await, ("done".into(), 1));
         assert_eq!(claim(&c, s, "b").await, Claim::Done { same_payload: true });
     }
+}
+
+/// Without the replay guard a due row can be taken over by a request with another body; the
+/// claim says so, and the body to run is the stored one.
+#[tokio::test]
+async fn a_takeover_with_another_body_is_claimed_and_flagged_and_the_stored_body_is_held() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let first = Sample::new("evt_two_bodies", r#"{"body":1}"#);
+    let second = Sample::new("evt_two_bodies", r#"{"body":2}"#);
+    assert_eq!(
+        claim(&c, &first, "a").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
+    expire_lease(&c, &first.id).await;
+
+    assert_eq!(
+        claim(&c, &second, "b").await,
+        Claim::Claimed {
+            attempt: 2,
+            same_payload: false
+        }
+    );
+    let held = ledger::held(&c, &attempt(&first, 2, "b"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.payload.as_deref(), Some(first.body.as_slice()));
+    assert_eq!(held.attempt, 2);
+    // Only the holder reads it as held.
+    assert!(ledger::held(&c, &attempt(&first, 2, "a"))
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// What the claim must never store is refused with hookclaim's own SQLSTATE, and nothing is
+/// written: the Rust never sends these, so each is a caller's bug, not a row retention could
+/// not re-drive.
+#[tokio::test]
+async fn the_claim_refuses_arguments_it_must_never_store() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let good = [
+        "'stripe'",
+        "'evt_args'",
+        "'owner'",
+        "60",
+        "'\\x7b7d'::bytea",
+        "sha256('\\x7b7d'::bytea)",
+        "'{}'",
+        "'t'",
+        "'body'",
+        "false",
+        "false",
+        "false",
+        "5",
+    ];
+    let names = [
+        "p_source",
+        "p_delivery_id",
+        "p_owner",
+        "p_lease_secs",
+        "p_payload",
+        "p_payload_sha256",
+        "p_headers",
+        "p_event_type",
+        "p_id_origin",
+        "p_store_only",
+        "p_long_key_retention",
+        "p_replay_guard",
+        "p_max_attempts",
+    ];
+    let call = |changes: &[(&str, &str)]| {
+        let args: Vec<String> = names
+            .iter()
+            .zip(good)
+            .map(|(name, value)| {
+                let value = changes
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(value, |(_, v)| v);
+                format!("{name} => {value}")
+            })
+            .collect();
+        format!("SELECT state FROM hookclaim_claim({})", args.join(", "))
+    };
+    let refused: &[&[(&str, &str)]] = &[
+        &[("p_payload", "NULL")],
+        &[("p_headers", "'null'")],
+        &[("p_headers", "'[1,2]'")],
+        &[("p_headers", "'\"text\"'")],
+        &[("p_id_origin", "'somewhere'")],
+        &[("p_id_origin", "NULL")],
+        &[
+            ("p_payload_sha256", "''::bytea"),
+            ("p_replay_guard", "true"),
+        ],
+        &[("p_payload_sha256", "NULL")],
+        &[("p_lease_secs", "0")],
+        &[("p_lease_secs", "-5")],
+        &[("p_lease_secs", "NULL")],
+        &[("p_max_attempts", "0")],
+        &[("p_max_attempts", "NULL")],
+    ];
+    for changes in refused {
+        let e = c
+            .batch_execute(&call(changes))
+            .await
+            .expect_err(&call(changes));
+        assert_eq!(
+            e.code().map(|s| s.code()),
+            Some(ledger::REFUSED),
+            "{changes:?}: {e}"
+        );
+    }
+    assert_eq!(support::delivery_count(&c).await, 0);
+    // The same call with good arguments stores the row.
+    c.batch_execute(&call(&[])).await.unwrap();
+    assert_eq!(
+        status(&c, "stripe", "evt_args").await,
+        ("processing".into(), 1)
+    );
+    // A takeover checks its lease and cap too.
+    expire_lease(&c, "evt_args").await;
+    let e = c
+        .batch_execute(&call(&[("p_owner", "'other'"), ("p_lease_secs", "0")]))
+        .await
+        .expect_err("a takeover with a lease of 0");
+    assert_eq!(e.code().map(|s| s.code()), Some(ledger::REFUSED), "{e}");
+    assert_eq!(
+        status(&c, "stripe", "evt_args").await,
+        ("processing".into(), 1)
+    );
 }
 
 #[tokio::test]
@@ -553,9 +883,21 @@ async fn an_expired_lease_at_the_attempt_cap_is_made_dead_instead_of_taken_over(
             .await
             .unwrap()
     };
-    assert_eq!(claim_capped("a").await, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        claim_capped("a").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
     expire_lease(&c, &s.id).await;
-    assert_eq!(claim_capped("b").await, Claim::Claimed { attempt: 2 });
+    assert_eq!(
+        claim_capped("b").await,
+        Claim::Claimed {
+            attempt: 2,
+            same_payload: true
+        }
+    );
     expire_lease(&c, &s.id).await;
 
     assert_eq!(claim_capped("c").await, Claim::GaveUp);
@@ -583,7 +925,13 @@ async fn expired_lease_is_taken_over_with_the_next_attempt_number() {
     claim(&c, &s, "a").await;
     expire_lease(&c, "evt_expired").await;
 
-    assert_eq!(claim(&c, &s, "b").await, Claim::Claimed { attempt: 2 });
+    assert_eq!(
+        claim(&c, &s, "b").await,
+        Claim::Claimed {
+            attempt: 2,
+            same_payload: true
+        }
+    );
     assert_eq!(
         status(&c, "stripe", "evt_expired").await,
         ("processing".into(), 2)
@@ -612,7 +960,13 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
     .await
     .unwrap();
 
-    assert_eq!(claim(&c, &due, "b").await, Claim::Claimed { attempt: 2 });
+    assert_eq!(
+        claim(&c, &due, "b").await,
+        Claim::Claimed {
+            attempt: 2,
+            same_payload: true
+        }
+    );
     let stored: std::time::SystemTime = c
         .query_one(
             "SELECT next_attempt_at FROM hookclaim_deliveries WHERE delivery_id = 'evt_later'",
@@ -675,7 +1029,13 @@ async fn arrange(c: &Client, s: &Sample, found: Found) {
     c.execute("DELETE FROM hookclaim_deliveries", &[])
         .await
         .unwrap();
-    assert_eq!(claim(c, s, "a").await, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        claim(c, s, "a").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
     let n = match found {
         Found::ExpiredLease { attempt } | Found::Failed { attempt, .. } => attempt,
         _ => 1,
@@ -789,7 +1149,7 @@ async fn the_claim_and_the_retention_reclaim_take_over_each_state_as_the_rule_sa
         );
         let answer = claim(&c, &s, "c").await;
         let by_claim = match answer {
-            Claim::Claimed { attempt } => Takeover::Taken(attempt),
+            Claim::Claimed { attempt, .. } => Takeover::Taken(attempt),
             Claim::GaveUp => Takeover::GaveUp,
             _ => Takeover::Left,
         };
@@ -848,7 +1208,7 @@ async fn with_the_replay_guard_a_body_resent_under_a_new_id_is_answered_from_the
         (Found::Done, Claim::Done { same_payload: true }),
         (Found::Dead, Claim::Dead { same_payload: true }),
         (Found::LiveLease, Claim::InProgress),
-        (Found::ExpiredLease { attempt: 1 }, Claim::InProgress),
+        (Found::ExpiredLease { attempt: 1 }, Claim::Busy),
         (
             Found::Failed {
                 attempt: 1,
@@ -887,7 +1247,13 @@ async fn with_the_replay_guard_a_body_resent_under_a_new_id_is_answered_from_the
     }
     // A body the guard has not seen is a new delivery, as always.
     let other = Sample::github("gh-other", r#"{"ref":"main","after":"2a7c"}"#);
-    assert_eq!(claim(&c, &other, "b").await, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        claim(&c, &other, "b").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
     assert_rows_well_formed(&c).await;
 }
 
@@ -911,7 +1277,7 @@ async fn with_the_replay_guard_a_due_row_is_taken_over_only_by_its_own_body() {
                 same_payload: false,
             },
         ),
-        (Found::ExpiredLease { attempt: 1 }, Claim::InProgress),
+        (Found::ExpiredLease { attempt: 1 }, Claim::Busy),
     ] {
         arrange(&c, &own, found).await;
         let before = row(&c, &own.id, "b").await;
@@ -927,7 +1293,10 @@ async fn with_the_replay_guard_a_due_row_is_taken_over_only_by_its_own_body() {
         // Its own body takes it over, as the retention reclaim does (from the stored payload).
         assert_eq!(
             claim(&c, &own, "b").await,
-            Claim::Claimed { attempt: 2 },
+            Claim::Claimed {
+                attempt: 2,
+                same_payload: true
+            },
             "{found:?}"
         );
         arrange(&c, &own, found).await;
@@ -955,7 +1324,13 @@ async fn without_the_replay_guard_a_body_under_a_new_id_is_new_and_any_body_take
         .await
         .unwrap();
 
-    assert_eq!(claim(&c, &second, "b").await, Claim::Claimed { attempt: 1 });
+    assert_eq!(
+        claim(&c, &second, "b").await,
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
+    );
 
     let own = Sample::new("evt_open_due", r#"{"n":1}"#);
     let other = Sample::new("evt_open_due", r#"{"n":2}"#);
@@ -968,7 +1343,14 @@ async fn without_the_replay_guard_a_body_under_a_new_id_is_new_and_any_body_take
         },
     )
     .await;
-    assert_eq!(claim(&c, &other, "b").await, Claim::Claimed { attempt: 2 });
+    // Taken over, and flagged: the stored body is the one to run.
+    assert_eq!(
+        claim(&c, &other, "b").await,
+        Claim::Claimed {
+            attempt: 2,
+            same_payload: false
+        }
+    );
 }
 
 #[tokio::test]
@@ -1007,7 +1389,13 @@ async fn the_replay_guards_lookup_is_planned_once_however_many_rows_share_a_body
     // New guarded deliveries: each looks its body up, finds none, and is stored.
     for n in 0..30 {
         let s = Sample::github(&format!("gh_planned_{n}"), &format!(r#"{{"n":{n}}}"#));
-        assert_eq!(claim(&c, &s, "a").await, Claim::Claimed { attempt: 1 });
+        assert_eq!(
+            claim(&c, &s, "a").await,
+            Claim::Claimed {
+                attempt: 1,
+                same_payload: true
+            }
+        );
     }
 
     let (calls, plans) = statement_stats(
@@ -1050,7 +1438,10 @@ async fn ids_racing_with_one_guarded_body_store_it_once_every_round() {
         let mut winners = 0;
         for t in tasks {
             match t.await.unwrap() {
-                Claim::Claimed { attempt: 1 } => winners += 1,
+                Claim::Claimed {
+                    attempt: 1,
+                    same_payload: true,
+                } => winners += 1,
                 Claim::InProgress | Claim::Resent { .. } => {}
                 other => panic!("round {round}: unexpected {other:?}"),
             }
@@ -1078,7 +1469,13 @@ async fn a_store_only_claim_that_takes_over_an_expired_lease_leaves_it_to_be_fin
 
     let got = ledger::claim(&c, &s.delivery(), &claimant("b"), true).await;
 
-    assert_eq!(got.unwrap(), Claim::Claimed { attempt: 2 });
+    assert_eq!(
+        got.unwrap(),
+        Claim::Claimed {
+            attempt: 2,
+            same_payload: true
+        }
+    );
     assert_eq!(status(&c, "stripe", &s.id).await, ("processing".into(), 2));
     let finished = ledger::finish_done(&c, &attempt(&s, 2, "b")).await.unwrap();
     assert_eq!(finished, Finish::Applied);
@@ -1091,36 +1488,21 @@ async fn the_schema_refuses_a_row_that_breaks_the_state_machine() {
     let s = Sample::new("evt_checked", "{}");
     claim(&c, &s, "a").await;
     // Hand-written updates that would leave a delivery no run can take, or a status nothing
-    // reads, each refused by the constraint named (PostgreSQL checks them in name order).
+    // reads, each refused by the table's one CHECK.
     let cases = [
-        (
-            "status = 'finished', lease_until = NULL",
-            "hookclaim_status_known",
-        ),
-        ("attempt = 0", "hookclaim_attempt_from_one"),
-        ("lease_until = NULL", "hookclaim_processing_has_lease"),
-        ("lease_owner = NULL", "hookclaim_processing_has_lease"),
-        (
-            "next_attempt_at = now()",
-            "hookclaim_failed_has_next_attempt",
-        ),
-        (
-            "status = 'failed', lease_until = NULL",
-            "hookclaim_failed_has_next_attempt",
-        ),
-        (
-            "status = 'done', lease_until = NULL",
-            "hookclaim_finished_has_completed_at",
-        ),
-        (
-            "completed_at = now()",
-            "hookclaim_finished_has_completed_at",
-        ),
-        (
-            "status = 'dead', lease_until = NULL, next_attempt_at = now(), completed_at = now()",
-            "hookclaim_failed_has_next_attempt",
-        ),
+        "status = 'finished', lease_until = NULL",
+        "attempt = 0",
+        "lease_until = NULL",
+        "lease_owner = NULL",
+        "next_attempt_at = now()",
+        "completed_at = now()",
+        "status = 'failed', lease_until = NULL",
+        "status = 'done', lease_until = NULL",
+        "status = 'done', completed_at = now()",
+        "status = 'dead', lease_until = NULL, next_attempt_at = now(), completed_at = now()",
+        "status = 'failed', lease_until = NULL, next_attempt_at = now(), completed_at = now()",
     ];
+    let cases = cases.map(|set| (set, "hookclaim_row_state"));
     for (set, constraint) in cases {
         let sql =
             format!("UPDATE hookclaim_deliveries SET {set} WHERE delivery_id = 'evt_checked'");
@@ -1138,7 +1520,13 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
     let s = Sample::new("evt_zombie", "{}");
     claim(&c, &s, "old").await;
     expire_lease(&c, "evt_zombie").await;
-    assert_eq!(claim(&c, &s, "new").await, Claim::Claimed { attempt: 2 });
+    assert_eq!(
+        claim(&c, &s, "new").await,
+        Claim::Claimed {
+            attempt: 2,
+            same_payload: true
+        }
+    );
 
     // The old owner wakes up and tries every kind of finish.
     let stale = attempt(&s, 1, "old");
@@ -1242,7 +1630,10 @@ async fn sixty_four_connections_racing_for_one_id_produce_exactly_one_winner_eve
         let mut winners = 0;
         for t in tasks {
             match t.await.unwrap() {
-                Claim::Claimed { attempt: 1 } => winners += 1,
+                Claim::Claimed {
+                    attempt: 1,
+                    same_payload: true,
+                } => winners += 1,
                 Claim::InProgress => {}
                 other => panic!("round {round}: unexpected {other:?}"),
             }

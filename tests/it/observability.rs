@@ -251,7 +251,8 @@ fn aws_env(env: &mut BTreeMap<String, String>) {
 
 /// Runs the functions with `env` through each outcome the alarms and the dashboard
 /// read, and a scheduled retention run; returns each function's log by name. The outcomes:
-/// processed, duplicate, dead (the licence example finds no order), unauthorized, unavailable
+/// processed, duplicate (also with another body, and a body re-sent under a new id), dead (the
+/// licence example finds no order), unauthorized, unavailable
 /// (the database gone), failed and retry_later (a destination queue that does not exist, which
 /// is also a destination fault).
 async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, String)> {
@@ -295,6 +296,10 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
     let cases = [
         (&emu, "m-1", order, secret, 200, "processed"),
         (&emu, "m-1", order, secret, 200, "duplicate"),
+        // A payload mismatch: the id again with another signed body.
+        (&emu, "m-1", other_order, secret, 200, "duplicate"),
+        // A replayed body: the signed body again under a new id, answered by the replay guard.
+        (&emu, "m-6", order, secret, 200, "duplicate"),
         (&emu, "m-2", r#"{"no":"order"}"#, secret, 200, "dead"),
         (&emu, "m-3", order, "not-the-secret", 401, "unauthorized"),
         (&emu_down, "m-4", order, secret, 503, "unavailable"),
@@ -372,9 +377,12 @@ async fn each_delivery_line_is_logged_at_the_level_of_its_outcome_not_its_status
             .insert(level);
     }
     println!("status and level of each outcome's delivery lines: {levels:?}");
+    // A duplicate whose body is not the stored one (a payload mismatch, a body re-sent under a
+    // new id) is worth a look: WARN, whatever its answer.
     let expected: BTreeMap<String, BTreeSet<String>> = [
         ("processed", "200 INFO"),
         ("duplicate", "200 INFO"),
+        ("duplicate", "200 WARN"),
         ("retry_later", "503 INFO"),
         ("failed", "503 WARN"),
         ("unauthorized", "401 WARN"),
@@ -382,9 +390,24 @@ async fn each_delivery_line_is_logged_at_the_level_of_its_outcome_not_its_status
         ("unavailable", "503 ERROR"),
     ]
     .into_iter()
-    .map(|(o, l)| (o.to_string(), BTreeSet::from([l.to_string()])))
-    .collect();
+    .fold(BTreeMap::new(), |mut m, (o, l)| {
+        m.entry(o.to_string())
+            .or_insert_with(BTreeSet::new)
+            .insert(l.to_string());
+        m
+    });
     assert_eq!(levels, expected);
+    // And the two WARN duplicates are the ones counted as such.
+    let flagged = |metric: &str| {
+        lines
+            .iter()
+            .filter(|l| l["message"] == "delivery" && l[metric] == 1)
+            .count()
+    };
+    assert_eq!(
+        (flagged("payload_mismatches"), flagged("replayed_bodies")),
+        (1, 1)
+    );
 
     // The missing queue is a destination fault: an error line counting `destination_faults`,
     // once, for the one attempt that called it (the redelivery was not due).

@@ -158,9 +158,11 @@ async fn an_invocation_that_outlives_its_lease_cannot_overwrite_the_new_owners_r
     slow.release.notify_one();
     let (status, json) = zombie.await.unwrap();
 
+    // It lost: what the newer attempt concluded is not its to promise, so the sender is asked
+    // to come back and hears the committed outcome then.
     assert_eq!(
         (status, json["status"].as_str()),
-        (202, Some("in_progress")),
+        (503, Some("busy")),
         "the zombie is told it lost"
     );
     let c = db.client().await;

@@ -381,7 +381,10 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     let body = order_body("evt_zombie", "order-z");
     assert_eq!(
         claim(&c, "evt_zombie", &body, "zombie").await,
-        Claim::Claimed { attempt: 1 }
+        Claim::Claimed {
+            attempt: 1,
+            same_payload: true
+        }
     );
     expire_lease(&c, "evt_zombie").await;
     assert_eq!(run(&r).await.redriven.ok, 1);

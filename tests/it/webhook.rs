@@ -127,6 +127,103 @@ async fn duplicate_while_another_invocation_holds_the_claim_answers_202() {
     }
 }
 
+/// A Stripe delivery (no replay guard: its id is in the signed body) of `body`, signed when the
+/// sample events were.
+fn stripe_request(body: &str) -> lambda_http::Request {
+    let t = support::EVENTS_SIGNED_AT + 60;
+    let sig = support::stripe_signature(support::STRIPE_SECRET, t, body.as_bytes());
+    support::request(
+        Format::HttpApiV2,
+        "POST",
+        "stripe",
+        &[
+            ("content-type", "application/json"),
+            ("stripe-signature", &sig),
+        ],
+        body.as_bytes(),
+        false,
+    )
+}
+
+#[tokio::test]
+async fn a_takeover_by_a_request_with_another_body_runs_the_stored_body() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[("RETRY_BASE_SECS", "0")], Scripted).await;
+    let c = db.client().await;
+    // The first body fails once and is due again at once; the second, under the same id, would
+    // end the delivery dead if it ran.
+    let stored = r#"{"id":"evt_two_bodies","type":"t","behaviour":"retry-once"}"#;
+    let other = r#"{"id":"evt_two_bodies","type":"t","behaviour":"permanent"}"#;
+    let (status, _) = answer(&hook.handle(stripe_request(stored)).await);
+    assert_eq!(status, 503);
+
+    let (status, json) = answer(&hook.handle(stripe_request(other)).await);
+
+    // The stored body ran (its second attempt succeeds); the other body was not stored either.
+    assert_eq!((status, json["status"].as_str()), (200, Some("processed")));
+    assert_eq!(
+        row(&c, "stripe", "evt_two_bodies").await.unwrap(),
+        ("done".into(), 2, None)
+    );
+    let payload: Vec<u8> = c
+        .query_one(
+            "SELECT payload FROM hookclaim_deliveries WHERE delivery_id = 'evt_two_bodies'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(payload, stored.as_bytes());
+}
+
+#[tokio::test]
+async fn a_row_locked_by_a_finish_in_flight_answers_503_with_a_short_retry_after() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], Scripted).await;
+    let c = db.client().await;
+    let holder = db.client().await;
+    let body = r#"{"id":"evt_finishing","type":"t"}"#;
+    let hash = sha2_256(body.as_bytes());
+    let headers = Default::default();
+    let new = NewDelivery {
+        source: "stripe",
+        delivery_id: "evt_finishing",
+        id_origin: hookclaim::verify::IdOrigin::Body,
+        event_type: Some("t"),
+        payload: body.as_bytes(),
+        payload_sha256: &hash,
+        headers: &headers,
+        long_key_retention: false,
+        replay_guard: false,
+    };
+    let claimant = Claimant {
+        owner: "someone-else",
+        lease: Duration::from_secs(60),
+        max_attempts: 5,
+    };
+    ledger::claim(&c, &new, &claimant, false).await.unwrap();
+    support::ledger::expire_lease(&c, "evt_finishing").await;
+    // Its holder is finishing: the row is locked by a transaction that has not committed.
+    holder.batch_execute("BEGIN").await.unwrap();
+    let at = ledger::Attempt {
+        source: "stripe",
+        delivery_id: "evt_finishing",
+        attempt: 1,
+        owner: "someone-else",
+    };
+    ledger::finish_done(&holder, &at).await.unwrap();
+
+    let resp = hook.handle(stripe_request(body)).await;
+
+    assert_eq!(answer(&resp).0, 503, "{:?}", answer(&resp).1);
+    assert_eq!(answer(&resp).1["status"], "busy");
+    assert_eq!(resp.headers()["retry-after"], "2");
+    holder.batch_execute("COMMIT").await.unwrap();
+    let (status, json) = answer(&hook.handle(stripe_request(body)).await);
+    assert_eq!((status, json["status"].as_str()), (200, Some("duplicate")));
+    assert_eq!(row(&c, "stripe", "evt_finishing").await.unwrap().1, 1);
+}
+
 #[tokio::test]
 async fn retryable_failure_answers_503_and_keeps_error_attempt_and_payload() {
     let db = TestDb::migrated().await;
