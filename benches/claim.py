@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""The claim benchmark: the ledger's statements against two narrow tables, as a regression gate.
+"""The claim benchmark: the ledger's statements against simpler tables, as a regression gate.
 
-Starts a throwaway PostgreSQL cluster, applies migrations/*.sql, and runs pgbench (-M prepared,
-1 KB payload) over these paths, new and duplicate deliveries, at 1, 4 and 16 clients, in
-alternating rounds (each round runs every path once, in a rotating order):
+Starts a throwaway PostgreSQL cluster, applies migrations/*.sql, and runs pgbench (-M extended:
+every statement unnamed, parsed and planned at each call, as the handler sends it; 1 KB payload)
+over these paths, new and duplicate deliveries, at 1, 4 and 16 clients, in alternating rounds
+(each round runs every path once, in a rotating order):
 
   bare         INSERT … ON CONFLICT DO NOTHING into a table of the key and the payload
   seeds        a two-statement handler on its own narrow table: INSERT … ON CONFLICT DO NOTHING
                RETURNING (status processing), then UPDATE to done
+  fair         the same two statements on a table that also indexes its processing rows (so a
+               reclaim could find them), which makes its UPDATE non-HOT like the ledger's finish
   store_only   the store-only claim: the row is stored done in the claim
   claim_finish the claim, then the fenced finish
   guarded_store_only, guarded_claim_finish
@@ -15,6 +18,11 @@ alternating rounds (each round runs every path once, in a rotating order):
                its own; a duplicate the same id and body)
   resent_body  duplicates only: a guarded body re-sent under a new id, answered from the row
                that holds it
+
+With `--previous COMMIT`, that commit's migrations go into a database of their own in the same
+cluster, and its store-only claim and claim + finish run as two more paths (prev_store_only,
+prev_claim_finish), so a change to the ledger is measured against the code it replaces in the
+same rounds.
 
 The statements are the .sql files in benches/claim/. Ratios between paths measured in the same
 rounds move much less with the machine's load than rates do, so the gate is on ratios: a ratio
@@ -24,8 +32,8 @@ ratios there instead (`--lower`: only where lower than committed). BENCHMARKS.md
 method and holds the current table.
 
 Usage: python3 benches/claim.py [--secs 3] [--rounds 5] [--clients 1,4,16]
-                                [--record [--lower] | --no-gate [--protocol extended]]
-                                [--out target/bench] [--setup extra.sql]
+                                [--record [--lower] | --no-gate [--protocol prepared]]
+                                [--previous COMMIT] [--out target/bench] [--setup extra.sql]
                                 [--path name=table:claim.sql[,finish.sql]]
 """
 
@@ -46,16 +54,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SQL = os.path.join(HERE, "claim")
 BASELINE = os.path.join(SQL, "baseline.json")
-# pgbench -M: named prepared statements for the gated ratios (what the statements cost, not their
-# parsing); `--protocol extended` sets it for one run.
-PROTOCOL = "prepared"
+# pgbench -M: unnamed statements, as the handler sends them (it works through transaction
+# poolers), for the gated ratios; `--protocol prepared` sets named prepared statements for one
+# run, to see what the statements cost without their parsing.
+PROTOCOL = "extended"
 
 # The ledger's statements bind $1, $2, ...; the scripts bind these pgbench variables in their
 # place (benches/claim/*.sql use the variables directly).
 CLAIM = ("src/ledger/sql/claim.sql", ["source", "id", "owner", "lease_secs", "payload", "sha",
                                       "headers", "event_type", "id_origin", "store_only",
                                       "long_key_retention", "replay_guard", "max_attempts"])
-FINISH = ("src/ledger/sql/finish_done.sql", ["source", "id", "attempt", "owner"])
+FINISH = ("src/ledger/sql/finish.sql", ["source", "id", "attempt", "owner", "='done'",
+                                       "=NULL", "=NULL"])
 
 # Redelivered ids: DUP_BASE + 1 ..= DUP_BASE + DUP_COUNT, 19 digits like the random new ones.
 DUP_BASE = 1_000_000_000_000_000_000
@@ -69,7 +79,8 @@ GUARDED_CLAIM = ("src/ledger/sql/claim.sql",
                  ["guarded_source", "id", "owner", "lease_secs", "payload",
                   "=sha256(int8send(:body))", "headers", "event_type", "id_origin", "store_only",
                   "long_key_retention", "replay_guard", "max_attempts"])
-GUARDED_FINISH = ("src/ledger/sql/finish_done.sql", ["guarded_source", "id", "attempt", "owner"])
+GUARDED_FINISH = ("src/ledger/sql/finish.sql", ["guarded_source", "id", "attempt", "owner",
+                                               "='done'", "=NULL", "=NULL"])
 
 KINDS = ("new", "duplicate")
 
@@ -78,6 +89,8 @@ KINDS = ("new", "duplicate")
 PATHS = [
     ("bare", "bare insert", "bench_bare", ["benches/claim/bare.sql"], [], {}, KINDS),
     ("seeds", "seeds' handler", "bench_seeds", ["benches/claim/seeds.sql"],
+     ["benches/claim/seeds-finish.sql"], {}, KINDS),
+    ("fair", "fair handler", "bench_fair", ["benches/claim/seeds.sql"],
      ["benches/claim/seeds-finish.sql"], {}, KINDS),
     ("store_only", "store-only claim", "hookclaim_deliveries", [CLAIM], [], {"store_only": 1},
      KINDS),
@@ -98,6 +111,7 @@ PATHS = [
 GATED = [
     ("store_only", "seeds", "new"),
     ("claim_finish", "seeds", "new"),
+    ("claim_finish", "fair", "new"),
     ("store_only", "bare", "duplicate"),
     ("guarded_store_only", "store_only", "new"),
     ("guarded_claim_finish", "claim_finish", "new"),
@@ -194,13 +208,14 @@ class Cluster:
     def conn_args(self):
         return ["-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"]
 
-    def psql(self, sql=None, file=None, vars=None):
+    def psql(self, sql=None, file=None, vars=None, db="bench"):
         cmd = [os.path.join(self.bindir, "psql"), *self.conn_args(), "-X", "-q", "-A", "-t",
-               "-v", "ON_ERROR_STOP=1", "-d", "bench"]
+               "-v", "ON_ERROR_STOP=1", "-d", db]
         for k, v in (vars or {}).items():
             cmd += ["-v", f"{k}={v}"]
-        cmd += ["-c", sql] if sql is not None else ["-f", file]
-        out = subprocess.run(cmd, capture_output=True, text=True)
+        # SQL text goes in on standard input, where psql substitutes :variables as in a file.
+        cmd += ["-f", "-" if sql is not None else file]
+        out = subprocess.run(cmd, input=sql, capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"psql {file or sql[:60]} failed:\n{out.stderr}")
         return out.stdout.strip()
@@ -211,20 +226,50 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The database each path runs in, where not "bench" (--previous adds its paths here).
+DATABASE = {}
+
+
+def source(path):
+    """A file of the repository as it is, or, written "COMMIT:path", as it was at COMMIT."""
+    commit, sep, at = path.partition(":")
+    if not sep:
+        return open(os.path.join(ROOT, path)).read()
+    return subprocess.run(["git", "-C", ROOT, "show", f"{commit}:{at}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
 def statement(spec):
     """A statement of a path as pgbench runs it: a benchmark script as it is, or a ledger
     statement with its $n parameters bound to pgbench variables (or, for a name starting with
     "=", to the SQL expression after it)."""
     if isinstance(spec, str):
-        return open(os.path.join(ROOT, spec)).read()
+        return source(spec)
     path, names = spec
 
     def bound(m):
         name = names[int(m.group(1)) - 1]
         return name[1:] if name.startswith("=") else ":" + name
 
-    sql = open(os.path.join(ROOT, path)).read().rstrip().rstrip(";")
+    # Comments go first: a `$n` in one is not a parameter.
+    sql = re.sub(r"--[^\n]*", "", source(path)).rstrip().rstrip(";")
     return re.sub(r"\$(\d+)", bound, sql) + "\n;\n"
+
+
+def previous_paths(commit):
+    """The store-only claim and claim + finish of `commit`, as that commit's benchmark bound
+    them, run in a database with that commit's migrations."""
+    claim = (f"{commit}:src/ledger/sql/claim.sql", CLAIM[1])
+    finish = (f"{commit}:src/ledger/sql/finish_done.sql", ["source", "id", "attempt", "owner"])
+    paths = [
+        ("prev_store_only", f"store-only claim of {commit}", "hookclaim_deliveries", [claim],
+         [], {"store_only": 1}, KINDS),
+        ("prev_claim_finish", f"claim + finish of {commit}", "hookclaim_deliveries", [claim],
+         [finish], {"store_only": 0}, KINDS),
+    ]
+    for name, *_ in paths:
+        DATABASE[name] = "bench_prev"
+    return paths
 
 
 def scripts(paths, out):
@@ -249,7 +294,7 @@ def scripts(paths, out):
     return written
 
 
-def pgbench(cluster, script, clients, vars, secs=None, transactions=None):
+def pgbench(cluster, script, clients, vars, secs=None, transactions=None, db="bench"):
     """Runs `script`; returns (transactions per second, transactions processed, server CPU µs
     per transaction)."""
     cmd = [os.path.join(cluster.bindir, "pgbench"), *cluster.conn_args(), "-n", "-M", PROTOCOL,
@@ -257,7 +302,7 @@ def pgbench(cluster, script, clients, vars, secs=None, transactions=None):
     cmd += ["-T", str(secs)] if secs else ["-t", str(transactions)]
     for k, v in vars.items():
         cmd += ["-D", f"{k}={v}"]
-    cmd.append("bench")
+    cmd.append(db)
     cpu = cluster.server_cpu()
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or "number of failed transactions: 0" not in out.stdout:
@@ -268,20 +313,20 @@ def pgbench(cluster, script, clients, vars, secs=None, transactions=None):
     return tps, done, (cluster.server_cpu() - cpu) * 1e6 / max(done, 1)
 
 
-def rows(cluster, table):
+def rows(cluster, table, db="bench"):
     """Rows in `table`, and rows it holds that are not done (every path finishes what it claims;
     the bare table has no status)."""
     status = "0" if table == "bench_bare" else f"count(*) FILTER (WHERE status <> 'done')"
-    line = cluster.psql(f"SELECT count(*), {status} FROM {table}")
+    line = cluster.psql(f"SELECT count(*), {status} FROM {table}", db=db)
     return tuple(map(int, line.split("|")))
 
 
-def wal_per_delivery(cluster, script, vars):
+def wal_per_delivery(cluster, script, vars, db="bench"):
     """WAL bytes one delivery writes: one client, WAL_DELIVERIES transactions, after a
     checkpoint."""
     cluster.psql("CHECKPOINT")
     before = cluster.psql("SELECT pg_current_wal_insert_lsn()")
-    pgbench(cluster, script, 1, vars, transactions=WAL_DELIVERIES)[0]
+    pgbench(cluster, script, 1, vars, transactions=WAL_DELIVERIES, db=db)[0]
     diff = cluster.psql(f"SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '{before}')")
     return float(diff) / WAL_DELIVERIES
 
@@ -296,10 +341,11 @@ def measure(cluster, paths, written, vars, secs, rounds, groups, results):
         for r in range(rounds):
             order = running[r % len(running):] + running[:r % len(running)]
             for name, _, table, *_ in order:
-                before, _ = rows(cluster, table)
+                db = DATABASE.get(name, "bench")
+                before, _ = rows(cluster, table, db)
                 tps, done, cpu = pgbench(cluster, written[(name, kind)], clients, vars,
-                                         secs=secs)
-                after, unfinished = rows(cluster, table)
+                                         secs=secs, db=db)
+                after, unfinished = rows(cluster, table, db)
                 want = done if kind == "new" else 0
                 if after - before != want or unfinished:
                     sys.exit(f"{name} {kind}: {after - before} rows added for {done} "
@@ -333,14 +379,17 @@ def main():
                          "table)")
     ap.add_argument("--setup", action="append", default=[],
                     help="an extra SQL file (in benches/claim/) run after setup.sql")
-    ap.add_argument("--protocol", choices=["prepared", "extended"], default="prepared",
-                    help="pgbench -M: extended sends every statement unnamed, parsed and planned "
-                         "at each call, as the handler does; for server CPU per delivery "
-                         "(docs/scaling.md), never gated")
+    ap.add_argument("--protocol", choices=["prepared", "extended"], default="extended",
+                    help="pgbench -M: extended (the default) sends every statement unnamed, "
+                         "parsed and planned at each call, as the handler does; prepared names "
+                         "and prepares each once per connection, never gated")
+    ap.add_argument("--previous", metavar="COMMIT",
+                    help="also run COMMIT's store-only claim and claim + finish, on its own "
+                         "schema in a database of its own")
     args = ap.parse_args()
-    if args.protocol != "prepared" and (args.record or not args.no_gate):
-        sys.exit("the baseline is measured with prepared statements: "
-                 "--protocol extended needs --no-gate")
+    if args.protocol != "extended" and (args.record or not args.no_gate):
+        sys.exit("the baseline is measured with unnamed statements, as the handler sends them: "
+                 "--protocol prepared needs --no-gate")
     global PROTOCOL
     PROTOCOL = args.protocol
     clients_list = [int(c) for c in args.clients.split(",")]
@@ -351,6 +400,8 @@ def main():
         claim, _, finish = files.partition(",")
         finish = [f"benches/claim/{finish}"] if finish else []
         paths.append((name, name, table, [f"benches/claim/{claim}"], finish, {}, KINDS))
+    if args.previous:
+        paths += previous_paths(args.previous)
 
     bindir = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()
     if not os.path.exists(os.path.join(bindir, "pgbench")):
@@ -369,15 +420,19 @@ def main():
                 cluster.psql(file=os.path.join(ROOT, "migrations", migration))
         for setup in ["setup.sql", *args.setup]:
             cluster.psql(file=os.path.join(SQL, setup), vars=vars)
+        if args.previous:
+            setup_previous(cluster, args.previous, vars)
         version = cluster.psql("SHOW server_version")
         print(f"PostgreSQL {version}, port {cluster.port}, pgbench -M {PROTOCOL}; "
               f"{args.rounds} rounds of {args.secs} s "
               f"per path, alternating; load average {os.getloadavg()[0]:.1f} at start", flush=True)
         wal = {}
         for name, *_, kinds in paths:
-            wal[name] = {kind: wal_per_delivery(cluster, written[(name, kind)], vars)
+            wal[name] = {kind: wal_per_delivery(cluster, written[(name, kind)], vars,
+                                                DATABASE.get(name, "bench"))
                          for kind in kinds}
-        cluster.psql("VACUUM ANALYZE")
+        for db in {"bench", *DATABASE.values()}:
+            cluster.psql("VACUUM ANALYZE", db=db)
         groups = [(c, kind) for c in clients_list for kind in KINDS]
         results = measure(cluster, paths, written, vars, args.secs, args.rounds, groups, {})
         if not args.record and not args.no_gate:
@@ -430,9 +485,36 @@ def main():
         gate(ratios)
 
 
+def setup_previous(cluster, commit, vars):
+    """Database bench_prev: `commit`'s migrations and its ten thousand redelivered rows, stored
+    by that commit's own claim."""
+    subprocess.run(cluster.command("createdb", *cluster.conn_args(), "bench_prev"), check=True)
+    listing = subprocess.run(["git", "-C", ROOT, "ls-tree", "--name-only", commit, "migrations/"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
+        for migration in sorted(m for m in listing if m.endswith(".sql")):
+            path = os.path.join(tmp, os.path.basename(migration))
+            with open(path, "w") as f:
+                f.write(source(f"{commit}:{migration}"))
+            os.chmod(path, 0o644)
+            cluster.psql(file=path, db="bench_prev")
+    cluster.psql(
+        "SELECT count(*) FROM generate_series(1, :dup_count) AS g, "
+        "hookclaim_claim(:'source', (:dup_base::int8 + g)::text, :'first_owner', :lease_secs, "
+        ":'payload', :'sha', :'headers', :'event_type', :'id_origin', true, "
+        ":long_key_retention, :replay_guard, :max_attempts)",
+        vars=vars, db="bench_prev")
+
+
 # The guarded paths, shown beside the unguarded ones in a table of their own.
 GUARD_TABLE = [("store_only", "guarded_store_only"), ("claim_finish", "guarded_claim_finish")]
 GUARD_PATHS = {"guarded_store_only", "guarded_claim_finish", "resent_body"}
+
+
+def labels_of(paths):
+    """Each path's name and label."""
+    return {name: label for name, label, *_ in paths}
 
 
 def markdown(results, wal, paths, clients_list):
@@ -449,14 +531,20 @@ def markdown(results, wal, paths, clients_list):
 
     lines = []
     plain = [p for p in paths if p[0] not in GUARD_PATHS]
+    shown_ratios = [("store_only", "seeds", "store-only / seeds"),
+                    ("claim_finish", "seeds", "claim + finish / seeds"),
+                    ("claim_finish", "fair", "claim + finish / fair"),
+                    ("store_only", "bare", "claim / bare")]
+    if "prev_store_only" in labels_of(paths):
+        shown_ratios += [("store_only", "prev_store_only", "store-only / previous"),
+                         ("claim_finish", "prev_claim_finish", "claim + finish / previous")]
     lines.append("\n| delivery | clients | " + " | ".join(label + " /s" for _, label, *_ in plain)
-                 + " | store-only / seeds | claim + finish / seeds | claim / bare |")
-    lines.append("|---|---:|" + "---:|" * (len(plain) + 3))
+                 + " | " + " | ".join(title for *_, title in shown_ratios) + " |")
+    lines.append("|---|---:|" + "---:|" * (len(plain) + len(shown_ratios)))
     for kind in KINDS:
         for c in clients_list:
             cells = [median(f"{kind}/{c}", name, lambda v: f"{v:,.0f}") for name, *_ in plain]
-            shown = [ratio_cell(p, b, kind, c) for p, b in
-                     (("store_only", "seeds"), ("claim_finish", "seeds"), ("store_only", "bare"))]
+            shown = [ratio_cell(p, b, kind, c) for p, b, _ in shown_ratios]
             lines.append(f"| {kind} | {c} | " + " | ".join(cells + shown) + " |")
 
     guard = [name for pair in GUARD_TABLE for name in pair] + ["resent_body"]

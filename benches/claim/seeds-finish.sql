@@ -1,2 +1,2 @@
-UPDATE bench_seeds SET status = 'done', processed_at = now()
+UPDATE {table} SET status = 'done', processed_at = now()
  WHERE source = :source AND delivery_id = :id;

@@ -1,3 +1,3 @@
-INSERT INTO bench_seeds (source, delivery_id, status, payload)
+INSERT INTO {table} (source, delivery_id, status, payload)
 VALUES (:source, :id, 'processing', :payload)
     ON CONFLICT DO NOTHING RETURNING status;

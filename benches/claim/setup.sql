@@ -23,6 +23,12 @@ CREATE TABLE bench_seeds (
     PRIMARY KEY (source, delivery_id)
 );
 
+-- The same handler, fair to the ledger: its table also indexes the rows still processing, so
+-- that a reclaim could find them, which makes its UPDATE to done non-HOT, as the ledger's
+-- finish is.
+CREATE TABLE bench_fair (LIKE bench_seeds INCLUDING DEFAULTS INCLUDING INDEXES);
+CREATE INDEX bench_fair_processing_idx ON bench_fair (received_at) WHERE status = 'processing';
+
 INSERT INTO bench_bare (source, delivery_id, payload)
 SELECT :'source', (:dup_base::int8 + g)::text, :'payload'::bytea
   FROM generate_series(1, :dup_count) AS g;
@@ -30,6 +36,8 @@ SELECT :'source', (:dup_base::int8 + g)::text, :'payload'::bytea
 INSERT INTO bench_seeds (source, delivery_id, status, payload, processed_at)
 SELECT :'source', (:dup_base::int8 + g)::text, 'done', :'payload'::bytea, now()
   FROM generate_series(1, :dup_count) AS g;
+
+INSERT INTO bench_fair SELECT * FROM bench_seeds;
 
 -- The ledger's redelivered rows, as the store-only claim of the invocation that first received
 -- them left them: a redelivery comes to another invocation, whose owner token differs.
@@ -40,8 +48,7 @@ SELECT count(*)
                        :long_key_retention, :replay_guard, :max_attempts);
 
 -- The same for a source with the replay guard, as its store-only claim leaves them (inserted
--- directly: one statement of 10,000 claims would hold 20,000 advisory locks): each row a body of
--- its own, whose hash is the SHA-256 of its id's eight bytes, as the guarded paths bind it. The
+-- directly, as the table's definition allows): each row a body of its own, whose hash is the SHA-256 of its id's eight bytes, as the guarded paths bind it. The
 -- re-sent body path posts these bodies under new ids.
 INSERT INTO hookclaim_deliveries
     (source, delivery_id, id_origin, status, attempt, lease_owner, completed_at, payload,
