@@ -2,29 +2,29 @@
 -- the claim itself, and the takeover rule the claim and the retention reclaim share.
 -- docs/architecture.md, "The claim", walks through it; src/ledger/ runs it.
 
--- The state machine's invariants, the table's one CHECK: a known status; attempts counted from
--- 1; and each state carrying the time retention acts on, and only that one: a processing row its
+-- The state machine's invariants, the table's one CHECK: a known status, attempts counted from
+-- 1, and each state carrying the time retention acts on and no other: a processing row its
 -- lease end (and owner), a failed row its next attempt, a done or dead row its completion.
 -- PostgreSQL prepares a table's CHECK expressions again at every statement that writes it; a
 -- call of this function is prepared in a fraction of the time the same rules take written out
--- as CHECKs (BENCHMARKS.md), and is evaluated once per row written.
+-- as CHECKs, and only the branch of the row's status runs (BENCHMARKS.md).
 CREATE FUNCTION hookclaim_row_is_whole(
     status text, attempt integer, lease_owner text, lease_until timestamptz,
     next_attempt_at timestamptz, completed_at timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE AS $whole$
 BEGIN
-    RETURN attempt >= 1 AND CASE status
-        WHEN 'processing' THEN lease_until IS NOT NULL AND lease_owner IS NOT NULL
-                               AND next_attempt_at IS NULL AND completed_at IS NULL
-        WHEN 'failed' THEN next_attempt_at IS NOT NULL AND lease_until IS NULL
-                           AND completed_at IS NULL
-        WHEN 'done' THEN completed_at IS NOT NULL AND lease_until IS NULL
-                         AND next_attempt_at IS NULL
-        WHEN 'dead' THEN completed_at IS NOT NULL AND lease_until IS NULL
-                         AND next_attempt_at IS NULL
-        ELSE false
-    END;
+    IF status = 'processing' THEN
+        RETURN attempt >= 1 AND lease_until IS NOT NULL AND lease_owner IS NOT NULL
+               AND next_attempt_at IS NULL AND completed_at IS NULL;
+    ELSIF status = 'failed' THEN
+        RETURN attempt >= 1 AND next_attempt_at IS NOT NULL
+               AND lease_until IS NULL AND completed_at IS NULL;
+    ELSIF status IN ('done', 'dead') THEN
+        RETURN attempt >= 1 AND completed_at IS NOT NULL
+               AND lease_until IS NULL AND next_attempt_at IS NULL;
+    END IF;
+    RETURN false;
 END
 $whole$;
 
