@@ -77,6 +77,14 @@ fn claimant(owner: &str) -> Claimant<'_> {
     }
 }
 
+/// The answer of a claim won at `attempt`, with the request's own body.
+fn claimed(attempt: i32) -> Claim {
+    Claim::Claimed {
+        attempt,
+        same_payload: true,
+    }
+}
+
 /// Claims as the webhook does for a processor that is not store-only.
 async fn claim(c: &Client, s: &Sample, owner: &str) -> Claim {
     ledger::claim(c, &s.delivery(), &claimant(owner), false)
@@ -99,13 +107,7 @@ async fn new_delivery_is_claimed_as_processing_with_its_payload_stored() {
     let c = db.client().await;
     let s = Sample::new("evt_new", r#"{"id":"evt_new"}"#);
 
-    assert_eq!(
-        claim(&c, &s, "a").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &s, "a").await, claimed(1));
 
     let row = c
         .query_one(
@@ -138,13 +140,7 @@ async fn store_only_claim_records_the_delivery_as_done_in_the_same_statement() {
         .await
         .unwrap();
 
-    assert_eq!(
-        got,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(got, claimed(1));
     assert_eq!(status(&c, "stripe", "evt_store").await, ("done".into(), 1));
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
 }
@@ -163,13 +159,7 @@ async fn a_store_only_claim_retried_by_its_owner_is_its_own_claim_not_a_duplicat
         .await
         .unwrap();
 
-    assert_eq!(
-        again,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(again, claimed(1));
     assert_eq!(claim(&c, &s, "b").await, Claim::Done { same_payload: true });
     assert_eq!(
         status(&c, "stripe", "evt_store_retry").await,
@@ -201,20 +191,8 @@ async fn every_value_of_a_new_row_is_stored_exactly_as_sent() {
     let first = ledger::claim(&c, &with_type, &claimant("a"), false).await;
     let second = ledger::claim(&c, &without_type, &claimant("a"), true).await;
 
-    assert_eq!(
-        first.unwrap(),
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
-    assert_eq!(
-        second.unwrap(),
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(first.unwrap(), claimed(1));
+    assert_eq!(second.unwrap(), claimed(1));
     let row = |id: &'static str| {
         let c = &c;
         async move {
@@ -500,13 +478,7 @@ async fn retry_by_the_same_owner_gets_the_same_claim_back() {
     claim(&c, &s, "a").await;
 
     // As after a lost answer: the first claim committed, the owner asks again.
-    assert_eq!(
-        claim(&c, &s, "a").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &s, "a").await, claimed(1));
 }
 
 /// Claims `s` for `owner` on a connection of its own, failing the test if the answer takes
@@ -543,26 +515,14 @@ async fn a_duplicate_of_a_delivery_being_inserted_waits_for_the_insert_and_answe
 
     // The first claimant's insert has not committed (its transaction stays open).
     holder.batch_execute("BEGIN").await.unwrap();
-    assert_eq!(
-        claim(&holder, &s, "a").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&holder, &s, "a").await, claimed(1));
     let other = claim_waiting(&db.url, &s, "b").await;
     // So does the same owner's retry while its first try has not committed.
     let retry = claim_waiting(&db.url, &s, "a").await;
 
     holder.batch_execute("COMMIT").await.unwrap();
     assert_eq!(other.await.unwrap(), Claim::InProgress);
-    assert_eq!(
-        retry.await.unwrap(),
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(retry.await.unwrap(), claimed(1));
 }
 
 /// The claim that rolls back after inserting (a statement timeout, a cancelled or killed
@@ -578,23 +538,11 @@ async fn a_claim_whose_competitor_rolls_back_stores_the_delivery_itself() {
         Sample::github("gh_rolled_back", r#"{"n":1}"#),
     ] {
         holder.batch_execute("BEGIN").await.unwrap();
-        assert_eq!(
-            claim(&holder, &s, "a").await,
-            Claim::Claimed {
-                attempt: 1,
-                same_payload: true
-            }
-        );
+        assert_eq!(claim(&holder, &s, "a").await, claimed(1));
         let other = claim_waiting(&db.url, &s, "b").await;
 
         holder.batch_execute("ROLLBACK").await.unwrap();
-        assert_eq!(
-            other.await.unwrap(),
-            Claim::Claimed {
-                attempt: 1,
-                same_payload: true
-            }
-        );
+        assert_eq!(other.await.unwrap(), claimed(1));
         let row = state(&c, s.source, &s.id).await;
         assert_eq!((row.status.as_str(), row.attempt), ("processing", 1));
     }
@@ -613,25 +561,13 @@ async fn a_guarded_body_being_inserted_under_another_id_is_answered_only_once_it
         let body = format!("{body}{first}");
         let (a, b) = (Sample::github(first, &body), Sample::github(second, &body));
         holder.batch_execute("BEGIN").await.unwrap();
-        assert_eq!(
-            claim(&holder, &a, "a").await,
-            Claim::Claimed {
-                attempt: 1,
-                same_payload: true
-            }
-        );
+        assert_eq!(claim(&holder, &a, "a").await, claimed(1));
         let other = claim_waiting(&db.url, &b, "b").await;
 
         holder.batch_execute(end).await.unwrap();
         let got = other.await.unwrap();
         if end == "ROLLBACK" {
-            assert_eq!(
-                got,
-                Claim::Claimed {
-                    attempt: 1,
-                    same_payload: true
-                }
-            );
+            assert_eq!(got, claimed(1));
             assert!(exists(&c, "github", second).await && !exists(&c, "github", first).await);
         } else {
             let want = Claim::Resent {
@@ -682,13 +618,7 @@ async fn a_claim_cancelled_by_its_statement_timeout_never_makes_a_competitor_ans
         "answered while the insert was still blocked"
     );
     blocker.batch_execute("ROLLBACK").await.unwrap();
-    assert_eq!(
-        other.await.unwrap(),
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(other.await.unwrap(), claimed(1));
     assert_eq!(status(&c, "stripe", &s.id).await, ("processing".into(), 1));
 }
 
@@ -700,13 +630,7 @@ async fn a_duplicate_during_an_open_processing_transaction_is_answered_without_w
     let live = Sample::new("evt_processing_live", "{}");
     let expired = Sample::new("evt_processing_expired", "{}");
     for s in [&live, &expired] {
-        assert_eq!(
-            claim(&c, s, "a").await,
-            Claim::Claimed {
-                attempt: 1,
-                same_payload: true
-            }
-        );
+        assert_eq!(claim(&c, s, "a").await, claimed(1));
     }
     expire_lease(&c, &expired.id).await;
 
@@ -739,13 +663,7 @@ async fn a_takeover_with_another_body_is_claimed_and_flagged_and_the_stored_body
     let c = db.client().await;
     let first = Sample::new("evt_two_bodies", r#"{"body":1}"#);
     let second = Sample::new("evt_two_bodies", r#"{"body":2}"#);
-    assert_eq!(
-        claim(&c, &first, "a").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &first, "a").await, claimed(1));
     expire_lease(&c, &first.id).await;
 
     assert_eq!(
@@ -883,21 +801,9 @@ async fn an_expired_lease_at_the_attempt_cap_is_made_dead_instead_of_taken_over(
             .await
             .unwrap()
     };
-    assert_eq!(
-        claim_capped("a").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim_capped("a").await, claimed(1));
     expire_lease(&c, &s.id).await;
-    assert_eq!(
-        claim_capped("b").await,
-        Claim::Claimed {
-            attempt: 2,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim_capped("b").await, claimed(2));
     expire_lease(&c, &s.id).await;
 
     assert_eq!(claim_capped("c").await, Claim::GaveUp);
@@ -925,13 +831,7 @@ async fn expired_lease_is_taken_over_with_the_next_attempt_number() {
     claim(&c, &s, "a").await;
     expire_lease(&c, "evt_expired").await;
 
-    assert_eq!(
-        claim(&c, &s, "b").await,
-        Claim::Claimed {
-            attempt: 2,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &s, "b").await, claimed(2));
     assert_eq!(
         status(&c, "stripe", "evt_expired").await,
         ("processing".into(), 2)
@@ -960,13 +860,7 @@ async fn due_failed_row_is_reclaimed_and_a_not_yet_due_one_is_not() {
     .await
     .unwrap();
 
-    assert_eq!(
-        claim(&c, &due, "b").await,
-        Claim::Claimed {
-            attempt: 2,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &due, "b").await, claimed(2));
     let stored: std::time::SystemTime = c
         .query_one(
             "SELECT next_attempt_at FROM hookclaim_deliveries WHERE delivery_id = 'evt_later'",
@@ -1029,13 +923,7 @@ async fn arrange(c: &Client, s: &Sample, found: Found) {
     c.execute("DELETE FROM hookclaim_deliveries", &[])
         .await
         .unwrap();
-    assert_eq!(
-        claim(c, s, "a").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(c, s, "a").await, claimed(1));
     let n = match found {
         Found::ExpiredLease { attempt } | Found::Failed { attempt, .. } => attempt,
         _ => 1,
@@ -1247,13 +1135,7 @@ async fn with_the_replay_guard_a_body_resent_under_a_new_id_is_answered_from_the
     }
     // A body the guard has not seen is a new delivery, as always.
     let other = Sample::github("gh-other", r#"{"ref":"main","after":"2a7c"}"#);
-    assert_eq!(
-        claim(&c, &other, "b").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &other, "b").await, claimed(1));
     assert_rows_well_formed(&c).await;
 }
 
@@ -1291,14 +1173,7 @@ async fn with_the_replay_guard_a_due_row_is_taken_over_only_by_its_own_body() {
             "{found:?}: left as it was"
         );
         // Its own body takes it over, as the retention reclaim does (from the stored payload).
-        assert_eq!(
-            claim(&c, &own, "b").await,
-            Claim::Claimed {
-                attempt: 2,
-                same_payload: true
-            },
-            "{found:?}"
-        );
+        assert_eq!(claim(&c, &own, "b").await, claimed(2), "{found:?}");
         arrange(&c, &own, found).await;
         let reclaimed = ledger::reclaim_next(&c, &claimant("r")).await.unwrap();
         let reclaimed = reclaimed.expect("the reclaim takes it");
@@ -1324,13 +1199,7 @@ async fn without_the_replay_guard_a_body_under_a_new_id_is_new_and_any_body_take
         .await
         .unwrap();
 
-    assert_eq!(
-        claim(&c, &second, "b").await,
-        Claim::Claimed {
-            attempt: 1,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &second, "b").await, claimed(1));
 
     let own = Sample::new("evt_open_due", r#"{"n":1}"#);
     let other = Sample::new("evt_open_due", r#"{"n":2}"#);
@@ -1389,13 +1258,7 @@ async fn the_replay_guards_lookup_is_planned_once_however_many_rows_share_a_body
     // New guarded deliveries: each looks its body up, finds none, and is stored.
     for n in 0..30 {
         let s = Sample::github(&format!("gh_planned_{n}"), &format!(r#"{{"n":{n}}}"#));
-        assert_eq!(
-            claim(&c, &s, "a").await,
-            Claim::Claimed {
-                attempt: 1,
-                same_payload: true
-            }
-        );
+        assert_eq!(claim(&c, &s, "a").await, claimed(1));
     }
 
     let (calls, plans) = statement_stats(
@@ -1438,10 +1301,7 @@ async fn ids_racing_with_one_guarded_body_store_it_once_every_round() {
         let mut winners = 0;
         for t in tasks {
             match t.await.unwrap() {
-                Claim::Claimed {
-                    attempt: 1,
-                    same_payload: true,
-                } => winners += 1,
+                Claim::Claimed { attempt: 1, .. } => winners += 1,
                 Claim::InProgress | Claim::Resent { .. } => {}
                 other => panic!("round {round}: unexpected {other:?}"),
             }
@@ -1469,13 +1329,7 @@ async fn a_store_only_claim_that_takes_over_an_expired_lease_leaves_it_to_be_fin
 
     let got = ledger::claim(&c, &s.delivery(), &claimant("b"), true).await;
 
-    assert_eq!(
-        got.unwrap(),
-        Claim::Claimed {
-            attempt: 2,
-            same_payload: true
-        }
-    );
+    assert_eq!(got.unwrap(), claimed(2));
     assert_eq!(status(&c, "stripe", &s.id).await, ("processing".into(), 2));
     let finished = ledger::finish_done(&c, &attempt(&s, 2, "b")).await.unwrap();
     assert_eq!(finished, Finish::Applied);
@@ -1520,13 +1374,7 @@ async fn a_stale_attempts_finish_is_rejected_and_the_new_owners_result_stands() 
     let s = Sample::new("evt_zombie", "{}");
     claim(&c, &s, "old").await;
     expire_lease(&c, "evt_zombie").await;
-    assert_eq!(
-        claim(&c, &s, "new").await,
-        Claim::Claimed {
-            attempt: 2,
-            same_payload: true
-        }
-    );
+    assert_eq!(claim(&c, &s, "new").await, claimed(2));
 
     // The old owner wakes up and tries every kind of finish.
     let stale = attempt(&s, 1, "old");
@@ -1630,10 +1478,7 @@ async fn sixty_four_connections_racing_for_one_id_produce_exactly_one_winner_eve
         let mut winners = 0;
         for t in tasks {
             match t.await.unwrap() {
-                Claim::Claimed {
-                    attempt: 1,
-                    same_payload: true,
-                } => winners += 1,
+                Claim::Claimed { attempt: 1, .. } => winners += 1,
                 Claim::InProgress => {}
                 other => panic!("round {round}: unexpected {other:?}"),
             }
