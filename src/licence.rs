@@ -1,10 +1,9 @@
 //! Worked example from the field: a paid order gets exactly one licence key, issued in the
 //! delivery's transaction (Strategy A). The tests use it to prove exactly-once effects.
 
-use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
 
-use crate::processor::{Delivery, Outcome, ProcessError, Processor};
+use crate::processor::{Delivery, ProcessError, Processor};
 use crate::work::Work;
 
 /// Worked example: a paid order gets exactly one licence key.
@@ -57,23 +56,20 @@ impl Processor for Licences {
         &self,
         delivery: &Delivery,
         work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
-        let Ok(body) = delivery.json() else {
-            return Ok(Outcome::Permanent("body is not JSON".into()));
-        };
-        let Some(order) = order_id(&body) else {
-            return Ok(Outcome::Permanent("no order id in the event".into()));
-        };
+    ) -> Result<(), ProcessError> {
+        let body = delivery
+            .json()
+            .map_err(|_| ProcessError::permanent("body is not JSON"))?;
+        let order = order_id(&body).ok_or_else(|| ProcessError::permanent("no order id in the event"))?;
         let key = format!(
             "LIC-{}",
             hex::encode(fastrand::u128(..).to_be_bytes()).to_uppercase()
         );
-        work.execute(include_str!("licence/issue.sql"))
-            .bind(order, Type::TEXT)
-            .bind(key, Type::TEXT)
-            .bind(delivery.source.clone(), Type::TEXT)
-            .bind(delivery.delivery_id.clone(), Type::TEXT);
-        Ok(Outcome::Done)
+        work.queue(
+            include_str!("licence/issue.sql"),
+            &[&order, &key, &delivery.source, &delivery.delivery_id],
+        );
+        Ok(())
     }
 }
 

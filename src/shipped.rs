@@ -12,7 +12,7 @@ use crate::destinations::Destinations;
 #[cfg(feature = "forward")]
 use crate::forward::{ForwardConflict, Forwarder};
 use crate::licence::Licences;
-use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly};
+use crate::processor::{BoxError, Delivery, ProcessError, Processor, StoreOnly};
 use crate::work::Work;
 
 /// One of the shipped processors.
@@ -70,6 +70,13 @@ impl Shipped {
     }
 }
 
+impl Shipped {
+    /// Whether the choice is the store-only processor.
+    pub(crate) fn is_store_only(&self) -> bool {
+        matches!(self, Shipped::Store(_))
+    }
+}
+
 /// Runs `$body` with `$p` bound to the processor `$shipped` holds, whichever it is.
 macro_rules! each {
     ($shipped:expr, $p:ident => $body:expr) => {
@@ -89,10 +96,6 @@ impl Processor for Shipped {
         each!(self, p => p.name())
     }
 
-    fn store_only(&self) -> bool {
-        each!(self, p => p.store_only())
-    }
-
     async fn start(&self) {
         each!(self, p => p.start().await)
     }
@@ -105,7 +108,7 @@ impl Processor for Shipped {
         &self,
         delivery: &Delivery,
         work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
+    ) -> Result<(), ProcessError> {
         each!(self, p => p.process(delivery, work).await)
     }
 }
