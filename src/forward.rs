@@ -190,6 +190,7 @@ impl Outcome {
 
 /// What a 409 ForwardConflict from the endpoint means (`FORWARD_CONFLICT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ForwardConflict {
     /// A request with this key is still being processed (Stripe-style APIs): try again later.
     Retry,

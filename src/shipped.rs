@@ -16,6 +16,7 @@ use crate::processor::{BoxError, Delivery, ProcessError, Processor, StoreOnly};
 use crate::work::Work;
 
 /// One of the shipped processors.
+#[non_exhaustive]
 pub enum Shipped {
     /// The table is the inbox.
     Store(StoreOnly),
