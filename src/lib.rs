@@ -128,7 +128,7 @@ pub use processor::{idempotency_key, BoxError, Delivery, ProcessError, Processor
 pub use retention::Retention;
 pub use shipped::Shipped;
 pub use webhook::Webhook;
-pub use work::{Work, WorkError, PARAM_TYPES};
+pub use work::{Work, WorkError};
 
 /// The PostgreSQL driver hookclaim uses, so processors name the same version's types
 /// (`hookclaim::tokio_postgres::Row` from [`Work::query`], `Transaction` in

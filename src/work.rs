@@ -9,9 +9,11 @@
 //!
 //! Parameters are ordinary [`ToSql`] values, encoded when they are passed, so a value borrowed
 //! from the delivery or a local variable needs to live only for the call. Each value is sent
-//! with the first PostgreSQL built-in type its `ToSql` implementation accepts, in the order of
-//! [`PARAM_TYPES`] (`i64` as `int8`, `&str` and `String` as `text`, `serde_json::Value` as
-//! `jsonb`, `SystemTime` as `timestamptz`…; `Option<T>` as `T`'s); the server converts it where
+//! with the first PostgreSQL built-in type its `ToSql` implementation accepts, scalars before
+//! arrays (`bool`, `int8`, `int4`, `int2`, `"char"`, `oid`, `float8`, `float4`, `numeric`,
+//! `text`, `bytea`, `jsonb`, `timestamptz`, `timestamp`, `date`, `time`, `interval`, `uuid`,
+//! `inet`; so `i64` as `int8`, `&str` and `String` as `text`, `serde_json::Value` as `jsonb`,
+//! `SystemTime` as `timestamptz`, `Option<T>` as `T`'s); the server converts it where
 //! the statement needs another type an assignment cast reaches (`text` into a `varchar`
 //! column, `int4` into a `bigint` one). A value of no built-in type (an enum of your own) is
 //! passed as text and cast in SQL (`$1::text::mood`).
@@ -56,7 +58,7 @@ pub enum WorkError {
 
 /// The PostgreSQL types a parameter may be sent as, in order of preference: the first its
 /// `ToSql` implementation accepts is the one used.
-pub const PARAM_TYPES: &[Type] = &[
+const PARAM_TYPES: &[Type] = &[
     Type::BOOL,
     Type::INT8,
     Type::INT4,
