@@ -102,7 +102,6 @@ internal_modules!(
     invocation,
     keys,
     ledger,
-    licence,
     observe,
     pipeline,
     processor,
@@ -123,7 +122,6 @@ pub use destinations::Destinations;
 pub use forward::{ForwardConflict, Forwarder};
 pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
 pub use hookclaim_verify::{Secret, SecretFormat};
-pub use licence::Licences;
 pub use processor::{idempotency_key, BoxError, Delivery, ProcessError, Processor, StoreOnly};
 pub use retention::Retention;
 pub use shipped::Shipped;

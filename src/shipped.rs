@@ -11,7 +11,6 @@ use crate::config::features::{missing as missing_part, Part};
 use crate::destinations::Destinations;
 #[cfg(feature = "forward")]
 use crate::forward::{ForwardConflict, Forwarder};
-use crate::licence::Licences;
 use crate::processor::{BoxError, Delivery, ProcessError, Processor, StoreOnly};
 use crate::work::Work;
 
@@ -20,8 +19,6 @@ use crate::work::Work;
 pub enum Shipped {
     /// The table is the inbox.
     Store(StoreOnly),
-    /// The in-transaction example: one licence key per order.
-    Licence(Licences),
     /// Posts each delivery to `FORWARD_URL` with an idempotency key.
     #[cfg(feature = "forward")]
     Forward(Box<Forwarder>),
@@ -35,7 +32,6 @@ impl Shipped {
     pub fn from_config(config: &Config) -> Result<Self, BoxError> {
         Ok(match &config.processor {
             ProcessorChoice::Store => Shipped::Store(StoreOnly),
-            ProcessorChoice::Licence => Shipped::Licence(Licences),
             #[cfg(feature = "forward")]
             ProcessorChoice::Forward {
                 url,
@@ -83,7 +79,6 @@ macro_rules! each {
     ($shipped:expr, $p:ident => $body:expr) => {
         match $shipped {
             Shipped::Store($p) => $body,
-            Shipped::Licence($p) => $body,
             #[cfg(feature = "forward")]
             Shipped::Forward($p) => $body,
             #[cfg(feature = "destinations")]

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::support::licences::Licences;
 use hookclaim::processor::{Delivery, ProcessError, Processor};
 use hookclaim::work::Work;
-use hookclaim::Licences;
 use support::ledger::{assert_rows_well_formed, licence_count};
 use support::{answer, github_request, Format, PgServer};
 use tokio::sync::Mutex;

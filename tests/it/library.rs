@@ -75,7 +75,9 @@ async fn retry_in_reaches_the_503_retry_after_and_the_rows_next_attempt_at() {
     // A policy backoff far from the processor's minute, so the two cannot be confused; the
     // real clock (GitHub's signature has no timestamp), so the wait left is now's.
     let config = support::config(&db.url, &[("RETRY_BASE_SECS", "5")]);
-    let hook = hookclaim::Webhook::from_config(&config, Scripted).await.unwrap();
+    let hook = hookclaim::Webhook::from_config(&config, Scripted)
+        .await
+        .unwrap();
     let body = br#"{"behaviour":"retry-in"}"#;
     let resp = hook
         .handle(github_request(Format::HttpApiV2, "retry-in-1", body, false))

@@ -6,9 +6,9 @@ use crate::support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::support::licences::Licences;
 use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::work::Work;
-use hookclaim::Licences;
 use support::ledger::{assert_rows_well_formed, expire_lease, licence_count};
 use support::{answer, delivery_count, github_request, row, Format, TestDb};
 use tokio::sync::Notify;

@@ -6,11 +6,11 @@ use crate::support;
 
 use std::time::{Duration, SystemTime};
 
+use crate::support::licences::Licences;
 use hookclaim::config::RetentionSettings;
 use hookclaim::config::RetryPolicy;
 use hookclaim::processor::Processor;
 use hookclaim::retention::{BulkReplayReport, Report, Retention};
-use hookclaim::Licences;
 use serde_json::{json, Value};
 use support::{answer, github_request, Format, TestDb};
 use tokio_postgres::Client;

@@ -7,6 +7,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::support::licences::Licences;
 use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
 use hookclaim::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::pipeline::{self, Settled};
@@ -14,7 +15,6 @@ use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
 use hookclaim::verify::IdOrigin;
 use hookclaim::work::Work;
-use hookclaim::Licences;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use support::ledger::{

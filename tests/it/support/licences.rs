@@ -1,10 +1,8 @@
-//! Worked example from the field: a paid order gets exactly one licence key, issued in the
-//! delivery's transaction (Strategy A). The tests use it to prove exactly-once effects.
+//! The tests' worked example from the field: a paid order gets exactly one licence key, issued
+//! in the delivery's transaction (Strategy A). The tests use it to prove exactly-once effects.
 
+use hookclaim::{Delivery, ProcessError, Processor, Work};
 use tokio_postgres::Transaction;
-
-use crate::processor::{Delivery, ProcessError, Processor};
-use crate::work::Work;
 
 /// Worked example: a paid order gets exactly one licence key.
 ///
@@ -47,20 +45,18 @@ impl Processor for Licences {
             .await?
             .get(0);
         if !exists {
-            tx.batch_execute(include_str!("licence/create_table.sql")).await?;
+            tx.batch_execute(include_str!("licence/create_table.sql"))
+                .await?;
         }
         Ok(())
     }
 
-    async fn process(
-        &self,
-        delivery: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<(), ProcessError> {
+    async fn process(&self, delivery: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
         let body = delivery
             .json()
             .map_err(|_| ProcessError::permanent("body is not JSON"))?;
-        let order = order_id(&body).ok_or_else(|| ProcessError::permanent("no order id in the event"))?;
+        let order =
+            order_id(&body).ok_or_else(|| ProcessError::permanent("no order id in the event"))?;
         let key = format!(
             "LIC-{}",
             hex::encode(fastrand::u128(..).to_be_bytes()).to_uppercase()
@@ -73,26 +69,21 @@ impl Processor for Licences {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn order_id_is_found_in_each_known_place() {
-        let cases = [
-            (
-                r#"{"data":{"object":{"id":"cs_1","metadata":{"order_id":"o-1"}}}}"#,
-                Some("o-1"),
-            ),
-            (r#"{"data":{"object":{"id":"cs_1"}}}"#, Some("cs_1")),
-            (r#"{"data":{"id":"ord_9"}}"#, Some("ord_9")),
-            (r#"{"order_id":42}"#, Some("42")),
-            (r#"{"order_id":""}"#, None),
-            (r#"{"nothing":true}"#, None),
-        ];
-        for (json, want) in cases {
-            let v: serde_json::Value = serde_json::from_str(json).unwrap();
-            assert_eq!(order_id(&v).as_deref(), want, "{json}");
-        }
+#[test]
+fn order_id_is_found_in_each_known_place() {
+    let cases = [
+        (
+            r#"{"data":{"object":{"id":"cs_1","metadata":{"order_id":"o-1"}}}}"#,
+            Some("o-1"),
+        ),
+        (r#"{"data":{"object":{"id":"cs_1"}}}"#, Some("cs_1")),
+        (r#"{"data":{"id":"ord_9"}}"#, Some("ord_9")),
+        (r#"{"order_id":42}"#, Some("42")),
+        (r#"{"order_id":""}"#, None),
+        (r#"{"nothing":true}"#, None),
+    ];
+    for (json, want) in cases {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(order_id(&v).as_deref(), want, "{json}");
     }
 }
