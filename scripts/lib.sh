@@ -74,6 +74,36 @@ ensure_postgres() {
   fi
 }
 
+# Runs a PostgreSQL program, as the postgres user when this is root (initdb refuses root).
+# runuser lives in /usr/sbin or /sbin, which a root shell may not have on PATH.
+as_pg() {
+  if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
+  local runuser
+  runuser=$(command -v runuser || ls /usr/sbin/runuser /sbin/runuser 2>/dev/null | head -n 1)
+  [ -n "$runuser" ] || missing "runuser" "install util-linux, or run this as a user other than root"
+  "$runuser" -u postgres -- "$(command -v "$1")" "${@:2}"
+}
+
+# Runs the command after `--` with DATABASE_URL naming database `hookclaim` of a throwaway
+# PostgreSQL in directory $1 (made anew, removed after), on a free port; its status is the
+# command's.
+with_throwaway_postgres() {
+  local dir=$1 port status=0
+  shift 2
+  ensure_postgres
+  rm -rf "$dir" && mkdir -p "$dir"
+  [ "$(id -u)" -ne 0 ] || chown postgres: "$dir"
+  as_pg initdb -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+  as_pg createdb -h 127.0.0.1 -p "$port" -U postgres hookclaim
+  DATABASE_URL="postgres://postgres@127.0.0.1:$port/hookclaim" "$@" || status=$?
+  as_pg pg_ctl -D "$dir/data" -m fast -w stop >/dev/null || true
+  rm -rf "$dir"
+  return "$status"
+}
+
 # target/venv, created on first use and put first on PATH.
 ensure_venv() {
   have python3 || missing "python3" "install Python 3.9 or later (https://www.python.org/downloads/)"

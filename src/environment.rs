@@ -52,13 +52,23 @@ fn shared_aws() -> SharedAws {
     SharedAws
 }
 
+/// Logging, configuration and the processor: what both functions do first.
+pub(crate) fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, crate::Error>) -> Result<(Config, P), crate::Error> {
+    crate::observe::init_logging();
+    let config =
+        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
+    crate::observe::set_namespace(&config.metrics_namespace);
+    let processor =
+        make(&config).inspect_err(|e| tracing::error!(error = %e, "processor not built"))?;
+    Ok((config, processor))
+}
+
 /// The environment's database: the login from `DATABASE_URL` or from the RDS-format secret
 /// (read now, once), with `DATABASE_HOST`/`DATABASE_PORT`/`DATABASE_NAME` applied over it, or
 /// an RDS IAM token for the user, host and port those name. A login that lacks a piece (an
 /// RDS-managed secret without `DATABASE_HOST`) stops the cold start naming the setting. Does
 /// not connect; the first use does. For tools and tests: the functions build theirs with
 /// [`webhook`] and [`retention`].
-#[cfg(feature = "internals")]
 pub async fn database(config: &Config) -> Result<Database, StartupError> {
     database_with(config, &shared_aws()).await
 }
@@ -253,7 +263,7 @@ pub async fn retention<P: Processor>(
     let owner = owner_database(config, &aws).await?;
     processor.start().await;
     let retention =
-        crate::retention::Retention::from_config(config, db, processor).with_owner(owner);
+        crate::retention::Retention::with_parts(config, db, processor).with_owner(owner);
     if let Err(e) = retention.ensure_ready().await {
         tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");
     }

@@ -20,7 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::processor::{Delivery, Outcome, ProcessError, Processor};
+use crate::processor::{Delivery, ProcessError, Processor};
 use crate::secret::Secret;
 use crate::work::Work;
 
@@ -166,8 +166,31 @@ pub(crate) enum Body {
     ClaimCheck(String),
 }
 
+/// How an endpoint's answer, or its absence, is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Taken.
+    Done,
+    /// Worth trying again later.
+    Retry(String),
+    /// Never accepted.
+    Permanent(String),
+}
+
+impl Outcome {
+    /// The processor's result for it.
+    fn into_result(self) -> Result<(), ProcessError> {
+        match self {
+            Outcome::Done => Ok(()),
+            Outcome::Retry(why) => Err(ProcessError::new(why)),
+            Outcome::Permanent(why) => Err(ProcessError::permanent(why)),
+        }
+    }
+}
+
 /// What a 409 ForwardConflict from the endpoint means (`FORWARD_CONFLICT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ForwardConflict {
     /// A request with this key is still being processed (Stripe-style APIs): try again later.
     Retry,
@@ -177,7 +200,7 @@ pub enum ForwardConflict {
 
 /// How the endpoint's answer is read: 2xx is done; 409 as `conflict` says; 408, 429 and 5xx are
 /// worth retrying; any other 4xx will never succeed.
-pub fn outcome_of(status: http::StatusCode, conflict: ForwardConflict) -> Outcome {
+pub(crate) fn outcome_of(status: http::StatusCode, conflict: ForwardConflict) -> Outcome {
     match (status.as_u16(), conflict) {
         (200..=299, _) | (409, ForwardConflict::Done) => Outcome::Done,
         (408 | 409 | 429 | 500..=599, _) => {
@@ -196,11 +219,12 @@ impl Processor for Forwarder {
         &self,
         delivery: &Delivery,
         _work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
-        Ok(match self.post(delivery, Body::Payload).await {
+    ) -> Result<(), ProcessError> {
+        match self.post(delivery, Body::Payload).await {
             Ok(status) => self.outcome(status),
             Err(outcome) => outcome,
-        })
+        }
+        .into_result()
     }
 }
 

@@ -2,15 +2,14 @@
 //! configuration, builds the execution environment's shared resources once (cold start), and
 //! runs the Lambda runtime loop with them.
 
-use lambda_http::{service_fn, Request};
-use lambda_runtime::LambdaEvent;
-
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::processor::Processor;
-use crate::retention::{self, RetentionError};
-use crate::{environment, invocation, observe};
+use crate::environment::{self, cold_start};
+use crate::retention::{self, Retention, RetentionError};
+use crate::webhook::Webhook;
+use crate::observe;
 
 /// Why a function stopped: a cold start that failed (a bad setting, an unreadable CA bundle…)
 /// or the runtime loop ending. The message names the setting at fault.
@@ -49,14 +48,8 @@ pub async fn run_webhook_with<P: Processor>(
     make: impl FnOnce(&Config) -> Result<P, Error>,
 ) -> Result<(), Error> {
     let (config, processor) = cold_start(make)?;
-    let webhook = environment::webhook(&config, processor)
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?;
-    let webhook = &webhook;
-    lambda_http::run(service_fn(move |req: Request| async move {
-        Ok::<_, Error>(webhook.handle(req).await)
-    }))
-    .await
+    let webhook = Webhook::from_config(&config, processor).await?;
+    lambda_http::run(&webhook).await
 }
 
 /// Like [`run_retention`], with the processor made from the configuration.
@@ -68,17 +61,8 @@ pub async fn run_retention_with<P: Processor>(
         return run_retention_once(make, &args).await;
     }
     let (config, processor) = cold_start(make)?;
-    let retention = environment::retention(&config, processor)
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?;
-    let retention = &retention;
-    lambda_runtime::run(lambda_runtime::service_fn(
-        move |event: LambdaEvent<serde_json::Value>| async move {
-            let deadline = invocation::deadline(Some(&event.context));
-            retention.handle(event.payload, deadline).await
-        },
-    ))
-    .await
+    let retention = Retention::from_config(&config, processor).await?;
+    lambda_runtime::run(&retention).await
 }
 
 /// Set by Lambda (and by emulators) for the runtime loop; a terminal has no such thing.
@@ -152,17 +136,6 @@ fn terminal_deadline(args: &[String]) -> Result<(Duration, Vec<String>), Retenti
         within = Duration::from_secs(secs);
     }
     Ok((within, rest))
-}
-
-/// Logging, configuration and the processor: what both functions do first.
-fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, Error>) -> Result<(Config, P), Error> {
-    observe::init_logging();
-    let config =
-        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
-    observe::set_namespace(&config.metrics_namespace);
-    let processor =
-        make(&config).inspect_err(|e| tracing::error!(error = %e, "processor not built"))?;
-    Ok((config, processor))
 }
 
 #[cfg(test)]

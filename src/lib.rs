@@ -8,8 +8,7 @@
 //! Your own Lambda function is a [`Processor`] and one call:
 //!
 //! ```no_run
-//! use hookclaim::{Delivery, Outcome, ProcessError, Processor, Work};
-//! use hookclaim::tokio_postgres::types::Type;
+//! use hookclaim::{Delivery, ProcessError, Processor, Work};
 //!
 //! struct Orders;
 //!
@@ -18,14 +17,13 @@
 //!         "orders"
 //!     }
 //!
-//!     async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
-//!         let event = d.json()?;
+//!     async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
+//!         let event: serde_json::Value = d.json()?; // `?`: retried on the policy's backoff
 //!         let Some(order) = event["data"]["object"]["id"].as_str() else {
-//!             return Ok(Outcome::Permanent("no order id".into()));
+//!             return Err(ProcessError::permanent("no order id")); // dead, kept for a replay
 //!         };
-//!         work.execute("INSERT INTO orders (order_id) VALUES ($1) ON CONFLICT DO NOTHING")
-//!             .bind(order.to_owned(), Type::TEXT);
-//!         Ok(Outcome::Done)
+//!         work.queue("INSERT INTO orders (order_id) VALUES ($1) ON CONFLICT DO NOTHING", &[&order]);
+//!         Ok(()) // the queued write commits with "done"
 //!     }
 //! }
 //!
@@ -35,7 +33,11 @@
 //! }
 //! ```
 //!
-//! Configuration is read from environment variables at cold start ([`config`]). Signature
+//! [`Webhook`] is the same function as a value, to serve beside routes of your own or under
+//! tower layers; [`testing`] runs a processor against a real PostgreSQL as the function would,
+//! redelivery and re-drive included.
+//!
+//! Configuration is read from environment variables at cold start ([`Config`]). Signature
 //! verification, the providers' presets and handshakes are the `hookclaim-verify` crate,
 //! re-exported here as [`verify`] and [`handshake`], and usable on their own.
 //!
@@ -100,7 +102,6 @@ internal_modules!(
     invocation,
     keys,
     ledger,
-    licence,
     observe,
     pipeline,
     processor,
@@ -112,6 +113,8 @@ internal_modules!(
     work,
 );
 
+pub mod testing;
+
 pub use config::{Config, ConfigError};
 #[cfg(feature = "destinations")]
 pub use destinations::Destinations;
@@ -119,15 +122,15 @@ pub use destinations::Destinations;
 pub use forward::{ForwardConflict, Forwarder};
 pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
 pub use hookclaim_verify::{Secret, SecretFormat};
-pub use licence::Licences;
-pub use processor::{
-    idempotency_key, BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly,
-};
+pub use processor::{idempotency_key, BoxError, Delivery, ProcessError, Processor, StoreOnly};
+pub use retention::Retention;
 pub use shipped::Shipped;
-pub use work::{Queued, Work};
+pub use webhook::Webhook;
+pub use work::{Work, WorkError};
 
 /// The PostgreSQL driver hookclaim uses, so processors name the same version's types
-/// (`hookclaim::tokio_postgres::types::Type` for [`Queued::bind`]).
+/// (`hookclaim::tokio_postgres::Row` from [`Work::query`], `Transaction` in
+/// [`Processor::setup`]).
 pub use tokio_postgres;
 
 /// The README's code blocks, compiled as doctests so they cannot drift from the API.

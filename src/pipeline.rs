@@ -8,11 +8,11 @@ use std::time::{Duration, SystemTime};
 use futures_util::FutureExt as _;
 
 use crate::config::RetryPolicy;
-use crate::db::{classify, DbError, Session};
+use crate::db::{classify, is_connection_error, DbError, Session};
 use crate::invocation;
-use crate::processor::{Delivery, Outcome, ProcessError, Processor};
+use crate::processor::{Delivery, ProcessError, Processor, Retry};
 use crate::ledger::{self, Attempt, Finish, StoredDelivery};
-use crate::work::Work;
+use crate::work::{Work, WorkError};
 
 /// How a claimed delivery ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +60,10 @@ impl Settled {
 /// processing that is not finished by then is abandoned.
 pub const PROCESSING_RESERVE: Duration = Duration::from_millis(500);
 
+/// The shortest wait a processor's [`ProcessError::retry_in`] gets: `Retry-After` counts whole
+/// seconds.
+const MIN_RETRY_IN: Duration = Duration::from_secs(1);
+
 /// Processes `delivery` (already claimed at `delivery.attempt` by `owner`) in a transaction and
 /// records the outcome, all before the invocation's `deadline`.
 ///
@@ -93,21 +97,29 @@ pub async fn run_claimed<P: Processor>(
         session.abandon();
         Err(Failure::OutOfTime)
     });
-    let outcome = match processed {
+    let verdict = match processed {
         Ok(settled) => return Ok(settled),
-        Err(Failure::Processor(outcome)) => outcome,
+        Err(Failure::Processor(e)) => {
+            // A processor that chose its retry over a broken connection still gets a new one.
+            if e.database_error().is_some_and(is_connection_error) {
+                session.discard();
+            }
+            Verdict {
+                error: e.to_string(),
+                retry: e.retry(),
+            }
+        }
         Err(Failure::Database(e)) => {
             if matches!(e, DbError::Connection(_) | DbError::Timeout) {
                 session.discard();
             }
-            Outcome::Retry(format!("database error during processing: {e}"))
+            Verdict::backoff(format!("database error during processing: {e}"))
         }
-        Err(Failure::Error(e)) => Outcome::Retry(e.to_string()),
         Err(Failure::OutOfTime) => {
-            Outcome::Retry("processing did not finish within the invocation's time".into())
+            Verdict::backoff("processing did not finish within the invocation's time".into())
         }
     };
-    record_failure(session, &at, outcome, policy).await
+    record_failure(session, &at, verdict, policy).await
 }
 
 /// The processor's view of a stored delivery; `None` when its payload was trimmed.
@@ -124,21 +136,56 @@ pub fn delivery_of(stored: &StoredDelivery) -> Option<Delivery> {
 
 /// Why processing did not end done.
 enum Failure {
-    /// The processor concluded retry or permanent.
-    Processor(Outcome),
+    /// The processor's error, saying when to try again.
+    Processor(ProcessError),
     /// A database error, the processor's own or at commit.
     Database(DbError),
-    /// Any other error the processor returned.
-    Error(ProcessError),
     /// Processing was still running when the invocation's time ran short.
     OutOfTime,
 }
 
 impl From<ProcessError> for Failure {
+    /// A database error under the policy's backoff is the database's failure (the usual `?`
+    /// on a query): recorded as such, and a connection-level one remakes the connection.
     fn from(e: ProcessError) -> Self {
-        match e.into_inner().downcast::<tokio_postgres::Error>() {
-            Ok(db) => Failure::Database(classify(*db)),
-            Err(other) => Failure::Error(ProcessError::new(other)),
+        if e.retry() != Retry::Backoff || e.database_error().is_none() {
+            return Failure::Processor(e);
+        }
+        let inner = e.into_inner();
+        let db = match inner.downcast::<WorkError>() {
+            Ok(work) => match *work {
+                WorkError::Database(db) => db,
+                other => return Failure::Processor(ProcessError::new(other)),
+            },
+            Err(other) => match other.downcast::<tokio_postgres::Error>() {
+                Ok(db) => *db,
+                Err(other) => return Failure::Processor(ProcessError::new(other)),
+            },
+        };
+        Failure::Database(classify(db))
+    }
+}
+
+impl From<WorkError> for Failure {
+    fn from(e: WorkError) -> Self {
+        match e {
+            WorkError::Database(db) => Failure::Database(classify(db)),
+            other => Failure::Processor(ProcessError::new(other)),
+        }
+    }
+}
+
+/// A failed attempt to record: why, and when to try again.
+struct Verdict {
+    error: String,
+    retry: Retry,
+}
+
+impl Verdict {
+    fn backoff(error: String) -> Self {
+        Verdict {
+            error,
+            retry: Retry::Backoff,
         }
     }
 }
@@ -152,7 +199,7 @@ async fn process_in_transaction<P: Processor>(
     at: &Attempt<'_>,
 ) -> Result<Settled, Failure> {
     let client = session.client().await.map_err(Failure::Database)?;
-    let mut work = Work::new(client).under(*at);
+    let mut work = Work::new(client, *at);
     // A panic is a failed attempt, retried and in the end dead like any other, so one poisoned
     // payload cannot take the function down with it. Only where panics unwind: with
     // `panic = "abort"` the process ends, and the claim's attempt cap decides.
@@ -160,26 +207,13 @@ async fn process_in_transaction<P: Processor>(
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(ProcessError::new(panic_message(panic.as_ref()))));
-    let outcome = match processed {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            // The processor's own failure is the one to report; a failed rollback only means
-            // the connection is gone, which the caller's reconnect handles.
-            let _ = work.rollback().await;
-            return Err(e.into());
-        }
-    };
-    if outcome != Outcome::Done {
-        work.rollback()
-            .await
-            .map_err(|e| Failure::Database(classify(e)))?;
-        return Err(Failure::Processor(outcome));
+    if let Err(e) = processed {
+        // The processor's own failure is the one to report; a failed rollback only means
+        // the connection is gone, which the caller's reconnect handles.
+        let _ = work.rollback().await;
+        return Err(e.into());
     }
-    match work
-        .commit(at)
-        .await
-        .map_err(|e| Failure::Database(classify(e)))?
-    {
+    match work.commit().await? {
         Finish::Applied => Ok(Settled::Done),
         Finish::Fenced => Ok(Settled::Fenced),
     }
@@ -199,19 +233,23 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 async fn record_failure(
     session: &mut Session<'_>,
     at: &Attempt<'_>,
-    outcome: Outcome,
+    verdict: Verdict,
     policy: &RetryPolicy,
 ) -> Result<Settled, DbError> {
-    let settled = match outcome {
-        Outcome::Retry(error) if at.attempt < policy.max_attempts => Settled::Failed {
+    let Verdict { error, retry } = verdict;
+    let settled = match retry {
+        Retry::Never => Settled::Dead { error },
+        _ if at.attempt >= policy.max_attempts => Settled::Dead {
+            error: format!("gave up after {} attempts: {error}", at.attempt),
+        },
+        Retry::Backoff => Settled::Failed {
             error,
             retry_in: policy.backoff(at.attempt),
         },
-        Outcome::Retry(error) => Settled::Dead {
-            error: format!("gave up after {} attempts: {error}", at.attempt),
+        Retry::In(after) => Settled::Failed {
+            error,
+            retry_in: after.max(MIN_RETRY_IN),
         },
-        Outcome::Permanent(error) => Settled::Dead { error },
-        Outcome::Done => Settled::Done,
     };
     let finish = match &settled {
         Settled::Failed { error, retry_in } => {

@@ -1,8 +1,10 @@
-//! The user's processing: the [`Processor`] trait, what it is given ([`Delivery`]) and what it
-//! concludes ([`Outcome`] or a [`ProcessError`]), and the default store-only processor.
+//! The user's processing: the [`Processor`] trait, what it is given ([`Delivery`]), how it fails
+//! ([`ProcessError`]), and the default store-only processor.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use tokio_postgres::Transaction;
@@ -11,6 +13,7 @@ use crate::work::Work;
 
 /// A verified, claimed delivery, as the processor sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Delivery {
     /// Configured source name.
     pub source: String,
@@ -27,6 +30,35 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// A first attempt at delivery `delivery_id` of `source` with `payload`, no event type and
+    /// no headers: for tests ([`crate::testing`]) and tools.
+    pub fn new(
+        source: impl Into<String>,
+        delivery_id: impl Into<String>,
+        payload: impl Into<Vec<u8>>,
+    ) -> Self {
+        Delivery {
+            source: source.into(),
+            delivery_id: delivery_id.into(),
+            event_type: None,
+            payload: payload.into(),
+            headers: BTreeMap::new(),
+            attempt: 1,
+        }
+    }
+
+    /// The same delivery with event type `event_type`.
+    pub fn with_event_type(mut self, event_type: impl Into<String>) -> Self {
+        self.event_type = Some(event_type.into());
+        self
+    }
+
+    /// The same delivery with header `name` (stored lower-case) set to `value`.
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.insert(name.to_ascii_lowercase(), value.into());
+        self
+    }
+
     /// A key that is the same for every attempt at this delivery and differs between
     /// deliveries: hand it to external APIs (Stripe, payment providers…) so a repeated call after
     /// a crash is recognised there (Strategy B).
@@ -34,8 +66,10 @@ impl Delivery {
         idempotency_key(&self.source, &self.delivery_id)
     }
 
-    /// The body parsed as JSON.
-    pub fn json(&self) -> Result<serde_json::Value, serde_json::Error> {
+    /// The body parsed as JSON into `T` (`serde_json::Value` for any JSON). With `?`, a body
+    /// that does not parse is a retryable failure; `.map_err(ProcessError::permanent)?` makes it
+    /// dead at once.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_slice(&self.payload)
     }
 }
@@ -50,57 +84,110 @@ pub fn idempotency_key(source: &str, delivery_id: &str) -> String {
     format!("hookclaim-{}", &hex::encode(h.finalize())[..40])
 }
 
-/// What processing concluded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Done: commit the transaction and mark the delivery done.
-    Done,
-    /// Failed for now: roll back, keep the payload, let the sender or the re-drive try again.
-    Retry(String),
-    /// Can never succeed: roll back, keep the payload for a manual replay, tell the sender to stop.
-    Permanent(String),
-}
-
 /// Any error, boxed: what [`ProcessError`] carries.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// A processor's failure that it did not turn into an [`Outcome`] itself: any error, so `?`
-/// works on database, AWS SDK and HTTP calls alike.
+/// Why processing did not succeed, and what to do about it. Nothing the processor queued is
+/// committed; the payload is kept.
 ///
-/// It counts as a retryable failure, recorded with the error's text and its causes. A
-/// connection-level database error also makes the connection be remade before the failure is
-/// recorded. Like `anyhow::Error`, it does not implement `std::error::Error` itself, which is
-/// what lets every error type convert into it.
-pub struct ProcessError(BoxError);
+/// - Any error with `?` (or [`ProcessError::new`]): retried on the retry policy's backoff
+///   (`RETRY_BASE_SECS`…), the sender answered 503 with that `Retry-After`, dead after
+///   `MAX_ATTEMPTS`.
+/// - [`ProcessError::retry_in`]: retried no sooner than the time given (a downstream's own
+///   `Retry-After`): the row's next attempt is due then, and the 503 says so.
+/// - [`ProcessError::permanent`]: dead at once, the sender answered 200 so that it stops; kept
+///   for a replay.
+///
+/// Recorded with the error's text and its causes. A connection-level database error also makes
+/// the connection be remade. Like `anyhow::Error`, it does not implement `std::error::Error`
+/// itself, which is what lets every error type convert into it.
+pub struct ProcessError {
+    error: BoxError,
+    retry: Retry,
+}
+
+/// When a failed delivery is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// On the retry policy's backoff.
+    Backoff,
+    /// No sooner than this.
+    In(Duration),
+    /// Never: dead.
+    Never,
+}
 
 impl ProcessError {
-    /// Wraps any error, or a message (`ProcessError::new("no such customer")`).
+    /// Any error, or a message (`ProcessError::new("CRM unavailable")`), retried on the policy's
+    /// backoff: what `?` makes of an error.
     pub fn new(error: impl Into<BoxError>) -> Self {
-        ProcessError(error.into())
+        ProcessError {
+            error: error.into(),
+            retry: Retry::Backoff,
+        }
+    }
+
+    /// Retried no sooner than `after`: the failed row's next attempt is due then, and the
+    /// sender's 503 carries it as `Retry-After` (whole seconds, at least 1). The attempt cap
+    /// still applies.
+    pub fn retry_in(error: impl Into<BoxError>, after: Duration) -> Self {
+        ProcessError {
+            error: error.into(),
+            retry: Retry::In(after),
+        }
+    }
+
+    /// Can never succeed: the delivery is dead at once and the sender told to stop (200); the
+    /// payload is kept for a replay.
+    pub fn permanent(error: impl Into<BoxError>) -> Self {
+        ProcessError {
+            error: error.into(),
+            retry: Retry::Never,
+        }
+    }
+
+    /// True for [`ProcessError::permanent`].
+    pub fn is_permanent(&self) -> bool {
+        self.retry == Retry::Never
+    }
+
+    /// The time given to [`ProcessError::retry_in`].
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self.retry {
+            Retry::In(after) => Some(after),
+            Retry::Backoff | Retry::Never => None,
+        }
     }
 
     /// The database error underneath, when there is one.
     pub fn database_error(&self) -> Option<&tokio_postgres::Error> {
-        self.0.downcast_ref()
+        match self.error.downcast_ref::<crate::work::WorkError>() {
+            Some(crate::work::WorkError::Database(e)) => Some(e),
+            _ => self.error.downcast_ref(),
+        }
     }
 
     /// Takes the error out.
     pub fn into_inner(self) -> BoxError {
-        self.0
+        self.error
+    }
+
+    pub(crate) fn retry(&self) -> Retry {
+        self.retry
     }
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ProcessError {
     fn from(error: E) -> Self {
-        ProcessError(Box::new(error))
+        ProcessError::new(error)
     }
 }
 
 impl std::fmt::Display for ProcessError {
     /// The error and its causes, `: `-separated, as recorded in `last_error`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
+        write!(f, "{}", self.error)?;
+        let mut cause = self.error.source();
         while let Some(e) = cause {
             write!(f, ": {e}")?;
             cause = e.source();
@@ -111,7 +198,10 @@ impl std::fmt::Display for ProcessError {
 
 impl std::fmt::Debug for ProcessError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&self.0, f)
+        f.debug_struct("ProcessError")
+            .field("error", &self.error)
+            .field("retry", &self.retry)
+            .finish()
     }
 }
 
@@ -120,17 +210,12 @@ impl std::fmt::Debug for ProcessError {
 /// `process` works in a transaction on the function's own connection: statements queued on
 /// `work` commit atomically with "done", in the same round trip, or not at all (Strategy A).
 /// Work at another service happens inside the call too, keyed by
-/// [`Delivery::idempotency_key`] (Strategy B). An error returned with `?` counts as a
-/// retryable failure (see [`ProcessError`]).
+/// [`Delivery::idempotency_key`] (Strategy B), each step recorded with
+/// [`Work::record_step`] where a re-drive must not repeat it. `Ok(())` is done; an error says
+/// when to try again ([`ProcessError`]).
 pub trait Processor: Send + Sync + 'static {
     /// Name for logs.
     fn name(&self) -> &'static str;
-
-    /// True when there is nothing to do beyond storing the delivery: the claim then records it as
-    /// done in the same statement, one round trip per new delivery.
-    fn store_only(&self) -> bool {
-        false
-    }
 
     /// Creates whatever the processor keeps in the database. Runs once per execution
     /// environment, before the first delivery, inside hookclaim's migration transaction (which
@@ -150,16 +235,16 @@ pub trait Processor: Send + Sync + 'static {
         async {}
     }
 
-    /// Processes one delivery: queues its writes on `work` and says how it went.
+    /// Processes one delivery: queues its writes on `work`; `Ok(())` commits them with "done".
     fn process(
         &self,
         delivery: &Delivery,
         work: &mut Work<'_>,
-    ) -> impl Future<Output = Result<Outcome, ProcessError>> + Send;
+    ) -> impl Future<Output = Result<(), ProcessError>> + Send;
 }
 
-/// The default: the table is the inbox. Deliveries are stored, deduplicated and marked done;
-/// downstream consumers read `hookclaim_deliveries`.
+/// The default: the table is the inbox. Deliveries are stored, deduplicated and marked done by
+/// the claim itself, in one statement; downstream consumers read `hookclaim_deliveries`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StoreOnly;
 
@@ -168,22 +253,40 @@ impl Processor for StoreOnly {
         "store"
     }
 
-    fn store_only(&self) -> bool {
-        true
+    async fn process(&self, _delivery: &Delivery, _work: &mut Work<'_>) -> Result<(), ProcessError> {
+        Ok(())
     }
+}
 
-    async fn process(
-        &self,
-        _delivery: &Delivery,
-        _work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
-        Ok(Outcome::Done)
-    }
+/// Whether `processor` is [`StoreOnly`] (itself, or as the shipped choice): then there is
+/// nothing to run beyond storing, and the claim records a new delivery done in the same
+/// statement, one round trip.
+pub(crate) fn is_store_only<P: Processor>(processor: &P) -> bool {
+    let any = processor as &dyn Any;
+    any.is::<StoreOnly>()
+        || any
+            .downcast_ref::<crate::shipped::Shipped>()
+            .is_some_and(crate::shipped::Shipped::is_store_only)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_only_is_known_by_its_type() {
+        struct Mine;
+        impl Processor for Mine {
+            fn name(&self) -> &'static str {
+                "mine"
+            }
+            async fn process(&self, _: &Delivery, _: &mut Work<'_>) -> Result<(), ProcessError> {
+                Ok(())
+            }
+        }
+        assert!(is_store_only(&StoreOnly));
+        assert!(!is_store_only(&Mine));
+    }
 
     #[test]
     fn idempotency_key_is_stable_and_separates_sources() {
@@ -220,6 +323,10 @@ mod tests {
         let e = fails_with_question_mark().unwrap_err();
         assert_eq!(e.to_string(), "calling the CRM: connection reset");
         assert!(e.database_error().is_none());
+        assert!(!e.is_permanent() && e.retry_after().is_none());
         assert_eq!(ProcessError::new("no such customer").to_string(), "no such customer");
+        let later = ProcessError::retry_in("rate limited", Duration::from_secs(60));
+        assert_eq!(later.retry_after(), Some(Duration::from_secs(60)));
+        assert!(ProcessError::permanent("order cancelled").is_permanent());
     }
 }

@@ -11,16 +11,14 @@ use crate::config::features::{missing as missing_part, Part};
 use crate::destinations::Destinations;
 #[cfg(feature = "forward")]
 use crate::forward::{ForwardConflict, Forwarder};
-use crate::licence::Licences;
-use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor, StoreOnly};
+use crate::processor::{BoxError, Delivery, ProcessError, Processor, StoreOnly};
 use crate::work::Work;
 
 /// One of the shipped processors.
+#[non_exhaustive]
 pub enum Shipped {
     /// The table is the inbox.
     Store(StoreOnly),
-    /// The in-transaction example: one licence key per order.
-    Licence(Licences),
     /// Posts each delivery to `FORWARD_URL` with an idempotency key.
     #[cfg(feature = "forward")]
     Forward(Box<Forwarder>),
@@ -34,7 +32,6 @@ impl Shipped {
     pub fn from_config(config: &Config) -> Result<Self, BoxError> {
         Ok(match &config.processor {
             ProcessorChoice::Store => Shipped::Store(StoreOnly),
-            ProcessorChoice::Licence => Shipped::Licence(Licences),
             #[cfg(feature = "forward")]
             ProcessorChoice::Forward {
                 url,
@@ -70,12 +67,18 @@ impl Shipped {
     }
 }
 
+impl Shipped {
+    /// Whether the choice is the store-only processor.
+    pub(crate) fn is_store_only(&self) -> bool {
+        matches!(self, Shipped::Store(_))
+    }
+}
+
 /// Runs `$body` with `$p` bound to the processor `$shipped` holds, whichever it is.
 macro_rules! each {
     ($shipped:expr, $p:ident => $body:expr) => {
         match $shipped {
             Shipped::Store($p) => $body,
-            Shipped::Licence($p) => $body,
             #[cfg(feature = "forward")]
             Shipped::Forward($p) => $body,
             #[cfg(feature = "destinations")]
@@ -87,10 +90,6 @@ macro_rules! each {
 impl Processor for Shipped {
     fn name(&self) -> &'static str {
         each!(self, p => p.name())
-    }
-
-    fn store_only(&self) -> bool {
-        each!(self, p => p.store_only())
     }
 
     async fn start(&self) {
@@ -105,7 +104,7 @@ impl Processor for Shipped {
         &self,
         delivery: &Delivery,
         work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
+    ) -> Result<(), ProcessError> {
         each!(self, p => p.process(delivery, work).await)
     }
 }

@@ -3,10 +3,15 @@
 //! retries as it should. Every expected failure becomes a response here, at one boundary.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, Method, StatusCode};
+use lambda_http::tower::Service;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -18,7 +23,9 @@ use crate::invocation;
 use crate::keys::{Keyring, Keys, KeysError};
 use crate::observe::{self, DeliveryRecord, Level};
 use crate::pipeline::{self, Settled};
-use crate::processor::{Delivery, Processor};
+use crate::environment;
+use crate::function::Error;
+use crate::processor::{is_store_only, Delivery, Processor};
 use crate::readiness::Readiness;
 use crate::ledger::{self, Attempt, Claim, Claimant, NewDelivery};
 use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
@@ -26,7 +33,30 @@ use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 /// Headers kept with every delivery when present, besides each scheme's own.
 const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 
-/// Everything one execution environment needs to answer webhooks; built once at cold start.
+/// The webhook function as a value: everything one execution environment needs to answer
+/// webhooks, built once at cold start, and [`Webhook::handle`] to answer one request. It is a
+/// [`tower::Service`](lambda_http::tower::Service) by reference, so it takes tower layers and
+/// sits beside routes of your own in your own `lambda_http::run`:
+///
+/// ```no_run
+/// use hookclaim::{StoreOnly, Webhook};
+/// use lambda_http::{service_fn, Body, Error, Request, Response};
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Error> {
+///     let webhook = Webhook::from_env(StoreOnly).await?;
+///     let webhook = &webhook;
+///     lambda_http::run(service_fn(move |req: Request| async move {
+///         if req.uri().path().ends_with("/health") {
+///             return Ok::<_, Error>(Response::new(Body::from("ok")));
+///         }
+///         Ok(webhook.handle(req).await)
+///     }))
+///     .await
+/// }
+/// ```
+///
+/// [`crate::run_webhook`] is this with nothing beside it.
 pub struct Webhook<P> {
     sources: Arc<BTreeMap<String, Source>>,
     keys: Keys,
@@ -202,7 +232,25 @@ struct Facts {
 }
 
 impl<P: Processor> Webhook<P> {
+    /// The webhook function's cold start as [`crate::run_webhook`] makes it: JSON logging, the
+    /// configuration from the environment ([`Config::from_env`]), the secrets and the database
+    /// (connected and migrated now if they can be, else on the first delivery). A bad setting
+    /// is an error that names it.
+    pub async fn from_env(processor: P) -> Result<Self, Error> {
+        let (config, processor) = environment::cold_start(|_| Ok(processor))?;
+        Self::from_config(&config, processor).await
+    }
+
+    /// The same from `config`, leaving logging to the caller.
+    pub async fn from_config(config: &Config, processor: P) -> Result<Self, Error> {
+        crate::observe::set_namespace(&config.metrics_namespace);
+        Ok(environment::webhook(config, processor)
+            .await
+            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+    }
+
     /// Builds the handler state from the configuration and the environment's shared resources.
+    #[doc(hidden)]
     pub fn new(config: &Config, keys: Keys, db: Database, processor: P) -> Self {
         Webhook {
             sources: Arc::new(config.sources.clone()),
@@ -216,6 +264,7 @@ impl<P: Processor> Webhook<P> {
         }
     }
 
+    #[doc(hidden)]
     /// Connects, brings the schema up to date (or, with `HOOKCLAIM_MIGRATE=never`, checks that
     /// it is) and runs the processor's setup. Done once per environment; until it succeeds,
     /// every delivery tries it first and answers 503 when it fails.
@@ -224,6 +273,7 @@ impl<P: Processor> Webhook<P> {
         self.ready.ensure(&mut session, &self.processor).await
     }
 
+    #[doc(hidden)]
     /// The same, applying the migrations and the processor's setup as the schema owner's
     /// `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto` with `DATABASE_OWNER_*`).
     pub fn with_owner(mut self, owner: Option<Database>) -> Self {
@@ -244,13 +294,15 @@ impl<P: Processor> Webhook<P> {
         &self.db
     }
 
+    #[doc(hidden)]
     /// The environment's secrets cache, for tools and tests.
     pub fn keys(&self) -> &Keys {
         &self.keys
     }
 
-    /// Answers one request. Never fails: every outcome, including database trouble, is a
-    /// response with the right status.
+    /// Answers one request to `POST /webhooks/{source}` (the source from the route's `source`
+    /// parameter, or the path segment after `/webhooks/`). Never fails: every outcome,
+    /// including database trouble, is a response with the right status, and is logged.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         let started = Instant::now();
         let source = source_name(&req).unwrap_or_default();
@@ -352,7 +404,7 @@ impl<P: Processor> Webhook<P> {
             lease: self.lease(req),
             max_attempts: self.retry.max_attempts,
         };
-        let store_only = self.processor.store_only();
+        let store_only = is_store_only(&self.processor);
         let mut session = self.db.session().await;
         self.ready.ensure(&mut session, &self.processor).await?;
         let claim = session
@@ -487,6 +539,22 @@ impl<P: Processor> Webhook<P> {
     /// over exactly when this invocation can no longer be running.
     fn lease(&self, req: &Request) -> Duration {
         invocation::remaining(invocation::deadline(req.lambda_context_ref())) + self.lease_margin
+    }
+}
+
+/// One request, answered by [`Webhook::handle`]; never an error.
+impl<'a, P: Processor> Service<Request> for &'a Webhook<P> {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send + 'a>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let webhook = *self;
+        Box::pin(async move { Ok(webhook.handle(req).await) })
     }
 }
 

@@ -83,7 +83,7 @@ fn asked(config: &Config) -> Vec<(&'static str, Part)> {
     match config.processor {
         ProcessorChoice::Destinations(_) => asked.push(("HOOKCLAIM_PROCESSOR", Part::Destinations)),
         ProcessorChoice::Forward { .. } => asked.push(("HOOKCLAIM_PROCESSOR", Part::Forward)),
-        ProcessorChoice::Store | ProcessorChoice::Licence => {}
+        ProcessorChoice::Store => {}
     }
     asked
 }

@@ -11,8 +11,6 @@ use crate::secret::{Secret, SecretFormat};
 pub enum ProcessorChoice {
     /// [`crate::StoreOnly`].
     Store,
-    /// [`crate::Licences`].
-    Licence,
     /// [`crate::Forwarder`] to `FORWARD_URL`.
     Forward {
         /// Where deliveries are posted.
@@ -129,7 +127,6 @@ pub(super) fn read_processor(get: Lookup<'_>) -> Result<ProcessorChoice, ConfigE
     Ok(
         match get("HOOKCLAIM_PROCESSOR").as_deref().unwrap_or("store") {
             "store" => ProcessorChoice::Store,
-            "licence" => ProcessorChoice::Licence,
             "forward" => ProcessorChoice::Forward {
                 url: get("FORWARD_URL")
                     .and_then(|u| u.parse::<http::Uri>().ok())
@@ -170,7 +167,7 @@ pub(super) fn read_processor(get: Lookup<'_>) -> Result<ProcessorChoice, ConfigE
             other => {
                 return Err(bad(
                     "HOOKCLAIM_PROCESSOR",
-                    format!("{other:?} is not one of store, licence, forward, destinations"),
+                    format!("{other:?} is not one of store, forward, destinations"),
                 ))
             }
         },

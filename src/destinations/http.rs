@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{claim_check, DestinationError, Stand};
-use crate::forward::{Body, ForwardConflict, Forwarder};
-use crate::processor::{BoxError, Delivery, Outcome};
+use crate::forward::{Body, ForwardConflict, Forwarder, Outcome};
+use crate::processor::{BoxError, Delivery};
 use crate::secret::Secret;
 
 /// One endpoint.

@@ -5,7 +5,8 @@
 //! on (a FIFO queue's deduplication id, an execution's name, `webhook-id`) or that consumers
 //! read. Each destination's completion is recorded as soon as it answers, in a statement of its
 //! own that commits whatever the delivery's transaction concludes and lands only while this
-//! attempt still holds the claim ([`progress`]). A re-drive skips the destinations recorded, so
+//! attempt still holds the claim: each is a step of the delivery, recorded with
+//! [`Work::record_step`] as a processor of your own records its steps. A re-drive skips the destinations recorded, so
 //! a crash after destination 1 of 3 never sends to destination 1 again; the one that was being
 //! called when the crash came gets one repeat, under the same key.
 //!
@@ -17,7 +18,6 @@
 
 mod eventbridge;
 mod http;
-mod progress;
 mod sqs;
 mod stepfunctions;
 
@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use crate::aws::Aws;
 use crate::config::{DestinationConfig, Destinations as DestinationsConfig, Target};
 use crate::observe;
-use crate::processor::{BoxError, Delivery, Outcome, ProcessError, Processor};
+use crate::processor::{BoxError, Delivery, ProcessError, Processor};
 use crate::work::Work;
 
 /// Fans each delivery out to its source's destinations (`HOOKCLAIM_PROCESSOR=destinations`).
@@ -178,16 +178,15 @@ impl Processor for Destinations {
         }
     }
 
-    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
         let Some(destinations) = self.by_source.get(&d.source).filter(|l| !l.is_empty()) else {
-            return Ok(Outcome::Done);
+            return Ok(());
         };
-        let (conn, _) = work.outside().ok_or_else(unclaimed)?;
-        // Progress is only ever recorded under a claim, and a delivery's first claim is attempt
+        // Steps are only ever recorded under a claim, and a delivery's first claim is attempt
         // 1: a first attempt has nothing to skip and saves the read.
         let recorded = match d.attempt {
             1 => Default::default(),
-            _ => progress::recorded(conn, &d.source, &d.delivery_id).await?,
+            _ => work.steps_done().await?,
         };
         for destination in destinations {
             if recorded.contains(&destination.name) {
@@ -205,25 +204,20 @@ impl Processor for Destinations {
             let detail = match sent {
                 Ok(detail) => detail,
                 Err(DestinationError::Retry(why)) => {
-                    return Ok(Outcome::Retry(format!("destination {name}: {why}")))
+                    return Err(ProcessError::new(format!("destination {name}: {why}")))
                 }
                 Err(DestinationError::Fault(why)) => {
                     observe::emit(&fault_line(d, destination, &why, SystemTime::now()));
-                    return Ok(Outcome::Retry(format!("destination {name}: {why}")));
+                    return Err(ProcessError::new(format!("destination {name}: {why}")));
                 }
                 Err(DestinationError::Permanent(why)) => {
-                    return Ok(Outcome::Permanent(format!("destination {name}: {why}")))
+                    return Err(ProcessError::permanent(format!("destination {name}: {why}")))
                 }
             };
-            let (conn, at) = work.outside().ok_or_else(unclaimed)?;
-            if !progress::record(conn, at, name, detail.as_deref()).await? {
-                // Another attempt holds the delivery now; whatever this one concludes is fenced.
-                return Ok(Outcome::Retry(format!(
-                    "destination {name}: delivered, but the claim was lost before it was recorded"
-                )));
-            }
+            // A lost claim fails the step: this attempt's conclusion is fenced anyway.
+            work.record_step(name, detail.as_deref()).await?;
         }
-        Ok(Outcome::Done)
+        Ok(())
     }
 }
 
@@ -247,10 +241,6 @@ fn fault_line(d: &Delivery, destination: &Destination, why: &str, now: SystemTim
         "error": observe::capped(why, observe::MAX_REASON),
         DESTINATION_FAULTS: 1,
     })
-}
-
-fn unclaimed() -> ProcessError {
-    ProcessError::new("destinations run only under a claim, outside the delivery's transaction")
 }
 
 /// The member every JSON message and claim check carries: `"hookclaim":{"idempotency_key",

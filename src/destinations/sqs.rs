@@ -104,7 +104,7 @@ fn sqs_char(c: char) -> bool {
 /// accepts as a group id (1-128 visible ASCII characters), otherwise the source name.
 fn group_id(d: &Delivery, pointer: Option<&str>) -> String {
     let value = pointer.and_then(|p| {
-        let json = d.json().ok()?;
+        let json: serde_json::Value = d.json().ok()?;
         match json.pointer(p)? {
             serde_json::Value::String(s) => Some(s.clone()),
             serde_json::Value::Number(n) => Some(n.to_string()),

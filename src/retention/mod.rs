@@ -12,7 +12,12 @@ mod command;
 mod report;
 mod run;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
+
+use lambda_runtime::{Diagnostic, LambdaEvent, Service};
 
 use serde_json::Value;
 
@@ -82,7 +87,11 @@ impl From<RetentionError> for lambda_runtime::Diagnostic {
     }
 }
 
-/// Everything one execution environment needs to run retention; built once at cold start.
+/// The retention function as a value: everything one execution environment needs to run
+/// retention, built once at cold start, and [`Retention::invoke`] to answer one invocation
+/// (a scheduled run or an operator's command). A [`tower::Service`](lambda_runtime::Service)
+/// by reference, for `lambda_runtime::run(&retention)`; [`crate::run_retention`] is that, and
+/// the same commands from a terminal.
 pub struct Retention<P> {
     db: Database,
     processor: P,
@@ -93,7 +102,35 @@ pub struct Retention<P> {
 }
 
 impl<P: Processor> Retention<P> {
+    /// The retention function's cold start as [`crate::run_retention`] makes it: JSON logging,
+    /// the configuration from the environment, the database (migrated now if it can be). A bad
+    /// setting is an error that names it. `processor` must be the webhook function's.
+    pub async fn from_env(processor: P) -> Result<Self, crate::Error> {
+        let (config, processor) = crate::environment::cold_start(|_| Ok(processor))?;
+        Self::from_config(&config, processor).await
+    }
+
+    /// The same from `config`, leaving logging to the caller.
+    pub async fn from_config(config: &Config, processor: P) -> Result<Self, crate::Error> {
+        observe::set_namespace(&config.metrics_namespace);
+        Ok(crate::environment::retention(config, processor)
+            .await
+            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+    }
+
+    /// Answers one invocation within its deadline: the report as JSON, or the error as Lambda
+    /// reports it (`errorType` `hookclaim.BadCommand`, `hookclaim.DatabaseUnavailable`…).
+    pub async fn invoke(&self, event: LambdaEvent<Value>) -> Result<Value, Diagnostic> {
+        let deadline = crate::invocation::deadline(Some(&event.context));
+        let report = self.handle(event.payload, deadline).await?;
+        serde_json::to_value(report).map_err(|e| Diagnostic {
+            error_type: "hookclaim.Report".into(),
+            error_message: e.to_string(),
+        })
+    }
+
     /// Builds the state from its parts.
+    #[doc(hidden)]
     pub fn new(
         db: Database,
         processor: P,
@@ -112,7 +149,7 @@ impl<P: Processor> Retention<P> {
     }
 
     /// Builds the state from the configuration.
-    pub fn from_config(config: &Config, db: Database, processor: P) -> Self {
+    pub(crate) fn with_parts(config: &Config, db: Database, processor: P) -> Self {
         let mut retention = Self::new(
             db,
             processor,
@@ -124,6 +161,7 @@ impl<P: Processor> Retention<P> {
         retention
     }
 
+    #[doc(hidden)]
     /// The same, applying the migrations and the processor's setup (at cold start and with the
     /// `migrate` command) as the schema owner's `owner` database when it is `Some`; everything
     /// else runs on the application role's.
@@ -138,6 +176,7 @@ impl<P: Processor> Retention<P> {
         &self.db
     }
 
+    #[doc(hidden)]
     /// Connects, brings the schema up to date and runs the processor's setup, as the webhook
     /// function does. Done once per environment; until it succeeds, every invocation tries it.
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
@@ -145,6 +184,7 @@ impl<P: Processor> Retention<P> {
         self.ready.ensure(&mut session, &self.processor).await
     }
 
+    #[doc(hidden)]
     /// Handles one invocation: parses the payload (refusing a malformed command before touching
     /// anything), runs it within `deadline` (from the Lambda context; tests pass their own),
     /// logs the report and returns it.
@@ -247,6 +287,22 @@ impl<P: Processor> Retention<P> {
                 Ok(())
             }
         }
+    }
+}
+
+/// One invocation, answered by [`Retention::invoke`].
+impl<'a, P: Processor> Service<LambdaEvent<Value>> for &'a Retention<P> {
+    type Response = Value;
+    type Error = Diagnostic;
+    type Future = Pin<Box<dyn Future<Output = Result<Value, Diagnostic>> + Send + 'a>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Diagnostic>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, event: LambdaEvent<Value>) -> Self::Future {
+        let retention = *self;
+        Box::pin(async move { retention.invoke(event).await })
     }
 }
 

@@ -5,10 +5,10 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::licences::Licences;
 use hookclaim::config::TlsMode;
 use hookclaim::db::Database;
 use hookclaim::processor::StoreOnly;
-use hookclaim::Licences;
 use support::{answer, delivery_count, github_request, Format, PgServer, TestDb};
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! The example function (examples/orders), a user's own function on hookclaim's public API:
 //! its compiled binaries under the cargo-lambda emulator, against the harness's PostgreSQL,
-//! sent Stripe events signed here.
+//! sent Stripe events signed here; and the README's processor compared with the example's.
 
 use crate::support;
 
@@ -192,4 +192,53 @@ async fn the_example_function_records_each_paid_order_once_through_the_emulator(
     );
     assert_eq!(stats["total"], 4, "{report}");
     assert!(emu.is_running("orders-retention"));
+}
+
+/// The text from `async fn process` to the end of that method, as indented in `source`.
+fn process_method(source: &str) -> &str {
+    let start = source
+        .find("    async fn process(")
+        .expect("an `async fn process` method");
+    let end = source[start..]
+        .find("\n    }\n")
+        .expect("the end of `process`");
+    &source[start..start + end + "\n    }\n".len()]
+}
+
+/// The whole definition of constant `name` in `source`, up to its `;`.
+fn constant<'a>(source: &'a str, name: &str) -> &'a str {
+    let start = source
+        .find(&format!("const {name}: "))
+        .unwrap_or_else(|| panic!("const {name}"));
+    let end = source[start..]
+        .find(";\n")
+        .expect("the end of the constant");
+    &source[start..start + end]
+}
+
+/// The README's processor is the example's: its `process` method and the constants it uses,
+/// as they are in examples/orders/src/lib.rs (the README's block is also compiled, as a
+/// doctest of the crate).
+#[test]
+fn the_readme_shows_the_example_processor_as_it_is() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let lib = std::fs::read_to_string(format!("{root}/examples/orders/src/lib.rs")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Your own processing"))
+        .expect("README section \"Your own processing\"");
+    let block = section
+        .split("```rust,no_run\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a rust,no_run block in that section");
+    assert_eq!(
+        process_method(block),
+        process_method(&lib),
+        "the README's `process` is not examples/orders/src/lib.rs's"
+    );
+    for name in ["RECORD_ORDER", "PAID_EVENTS"] {
+        assert_eq!(constant(block, name), constant(&lib, name), "{name}");
+    }
 }

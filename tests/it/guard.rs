@@ -10,12 +10,11 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use hmac::Mac as _;
-use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
+use hookclaim::processor::{Delivery, ProcessError, Processor};
 use hookclaim::work::Work;
 use serde_json::json;
 use support::ledger::{exists, make_due, state};
 use support::{answer, github_request, Format, TestDb};
-use tokio_postgres::types::Type;
 
 /// Records every delivery it runs (id, attempt, body) in the delivery's transaction, so a
 /// count of its rows is a count of effects. A body with `"fail_first": true` fails its first
@@ -37,23 +36,17 @@ impl Processor for Recorder {
         .await
     }
 
-    async fn process(
-        &self,
-        delivery: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
-        let body = delivery.json().unwrap_or_default();
+    async fn process(&self, delivery: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
+        let body: serde_json::Value = delivery.json().unwrap_or_default();
         if body["fail_first"] == json!(true) && delivery.attempt == 1 {
-            return Ok(Outcome::Retry("the first attempt fails".into()));
+            return Err(ProcessError::new("the first attempt fails"));
         }
-        work.execute("INSERT INTO recorded VALUES ($1, $2, $3)")
-            .bind(delivery.delivery_id.clone(), Type::TEXT)
-            .bind(delivery.attempt, Type::INT4)
-            .bind(
-                String::from_utf8_lossy(&delivery.payload).into_owned(),
-                Type::TEXT,
-            );
-        Ok(Outcome::Done)
+        let payload = String::from_utf8_lossy(&delivery.payload);
+        work.queue(
+            "INSERT INTO recorded VALUES ($1, $2, $3)",
+            &[&delivery.delivery_id, &delivery.attempt, &payload],
+        );
+        Ok(())
     }
 }
 

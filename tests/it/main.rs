@@ -13,6 +13,7 @@ mod e2e;
 mod example;
 mod forward;
 mod guard;
+mod library;
 mod observability;
 mod pooler;
 mod reliability;

@@ -24,11 +24,10 @@ use support::TestDb;
 /// The names configured in env.local.json, which an invented name must not hit by chance.
 const CONFIGURED: &[&str] = &["stripe", "github", "svix", "polar", "acme"];
 
-/// The local configuration over `db`, with the licence example (so a delivery can end dead).
+/// The local configuration over `db`, with the store-only processor.
 fn env(db: &TestDb) -> BTreeMap<String, String> {
     let mut env = support::local_env();
     env.insert("DATABASE_URL".into(), db.url.clone());
-    env.insert("HOOKCLAIM_PROCESSOR".into(), "licence".into());
     env
 }
 
@@ -249,12 +248,30 @@ fn aws_env(env: &mut BTreeMap<String, String>) {
     }
 }
 
+/// An endpoint that answers 400 to every call, on a runtime of its own: the calls to the
+/// emulator block the test's.
+fn refusing_endpoint() -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let (url, _calls) = support::endpoint::start(400).await;
+            tx.send(url).expect("send the URL");
+            std::future::pending::<()>().await
+        })
+    });
+    rx.recv().expect("the endpoint's URL")
+}
+
 /// Runs the functions with `env` through each outcome the alarms and the dashboard
 /// read, and a scheduled retention run; returns each function's log by name. The outcomes:
 /// processed, duplicate (also with another body, and a body re-sent under a new id), dead (the
-/// licence example finds no order), unauthorized, unavailable
-/// (the database gone), failed and retry_later (a destination queue that does not exist, which
-/// is also a destination fault).
+/// forward processor's endpoint refuses it with 400), unauthorized, unavailable (the database
+/// gone), failed and retry_later (a destination queue that does not exist, which is also a
+/// destination fault).
 async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, String)> {
     let mut emu = Emulator::start();
     emu.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), env);
@@ -286,6 +303,13 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
         serde_json::json!({"github": [{"kind": "sqs", "queue_url": missing}]}).to_string(),
     );
     emu_dest.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &dest);
+    // And with the forward processor, to an endpoint that refuses everything for good.
+    let refusing = refusing_endpoint();
+    let mut emu_refused = Emulator::start();
+    let mut forward = env.clone();
+    forward.insert("HOOKCLAIM_PROCESSOR".into(), "forward".into());
+    forward.insert("FORWARD_URL".into(), refusing);
+    emu_refused.run_function("webhook", env!("CARGO_BIN_EXE_webhook"), &forward);
     let mut retention_env = env.clone();
     retention_env.remove("HOOKCLAIM_SECRETS");
     emu.run_function("retention", env!("CARGO_BIN_EXE_retention"), &retention_env);
@@ -300,7 +324,14 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
         (&emu, "m-1", other_order, secret, 200, "duplicate"),
         // A replayed body: the signed body again under a new id, answered by the replay guard.
         (&emu, "m-6", order, secret, 200, "duplicate"),
-        (&emu, "m-2", r#"{"no":"order"}"#, secret, 200, "dead"),
+        (
+            &emu_refused,
+            "m-2",
+            r#"{"no":"order"}"#,
+            secret,
+            200,
+            "dead",
+        ),
         (&emu, "m-3", order, "not-the-secret", 401, "unauthorized"),
         (&emu_down, "m-4", order, secret, 503, "unavailable"),
         (&emu_dest, "m-5", other_order, secret, 503, "failed"),
@@ -320,6 +351,7 @@ async fn every_outcome(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
         ("webhook-down", emu_down.logs("webhook")),
         ("retention", emu.logs("retention")),
         ("webhook-destinations", emu_dest.logs("webhook")),
+        ("webhook-forward", emu_refused.logs("webhook")),
     ]
 }
 

@@ -21,10 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::support::licences::Licences;
 use hookclaim::db::DbError;
 use hookclaim::processor::{Processor, StoreOnly};
 use hookclaim::webhook::Webhook;
-use hookclaim::Licences;
 use serde_json::json;
 use support::ledger::licence_count;
 use support::pgbouncer::{server_cpu_time, PgBouncer, PoolerSettings};

@@ -6,13 +6,12 @@ use crate::support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
+use crate::support::licences::Licences;
+use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::work::Work;
-use hookclaim::Licences;
 use support::ledger::{assert_rows_well_formed, expire_lease, licence_count};
 use support::{answer, delivery_count, github_request, row, Format, TestDb};
 use tokio::sync::Notify;
-use tokio_postgres::types::Type;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_concurrent_deliveries_of_one_id_across_sixteen_environments_have_one_effect() {
@@ -113,16 +112,15 @@ impl Processor for SlowFirst {
             .await
     }
 
-    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
         let call = self.0.calls.fetch_add(1, Ordering::SeqCst);
-        work.execute("INSERT INTO effects VALUES ($1, $2)")
-            .bind(d.attempt, Type::INT4)
-            .bind(if call == 0 { "zombie" } else { "new" }, Type::TEXT);
+        let owner = if call == 0 { "zombie" } else { "new" };
+        work.queue("INSERT INTO effects VALUES ($1, $2)", &[&d.attempt, &owner]);
         if call == 0 {
             self.0.started.notify_one();
             self.0.release.notified().await;
         }
-        Ok(Outcome::Done)
+        Ok(())
     }
 }
 

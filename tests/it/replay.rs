@@ -6,11 +6,11 @@ use crate::support;
 
 use std::time::{Duration, SystemTime};
 
+use crate::support::licences::Licences;
 use hookclaim::config::RetentionSettings;
 use hookclaim::config::RetryPolicy;
 use hookclaim::processor::Processor;
 use hookclaim::retention::{BulkReplayReport, Report, Retention};
-use hookclaim::Licences;
 use serde_json::{json, Value};
 use support::{answer, github_request, Format, TestDb};
 use tokio_postgres::Client;
@@ -377,22 +377,18 @@ impl Processor for LeaseProbe {
         &self,
         delivery: &hookclaim::processor::Delivery,
         work: &mut hookclaim::work::Work<'_>,
-    ) -> Result<hookclaim::processor::Outcome, hookclaim::processor::ProcessError> {
-        use tokio_postgres::types::Type;
+    ) -> Result<(), hookclaim::processor::ProcessError> {
         let rows = work
             .query(
                 "SELECT extract(epoch FROM lease_until - now())::float8 FROM hookclaim_deliveries
                   WHERE source = $1 AND delivery_id = $2",
-                &[
-                    (&delivery.source, Type::TEXT),
-                    (&delivery.delivery_id, Type::TEXT),
-                ],
+                &[&delivery.source, &delivery.delivery_id],
             )
             .await?;
         let left: f64 = rows[0].get(0);
         let mut seen = self.0.lock().expect("probe");
         seen.push((delivery.delivery_id.clone(), left));
-        Ok(hookclaim::processor::Outcome::Done)
+        Ok(())
     }
 }
 

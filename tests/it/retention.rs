@@ -7,14 +7,14 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::support::licences::Licences;
 use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
 use hookclaim::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
 use hookclaim::pipeline::{self, Settled};
-use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor, StoreOnly};
+use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
 use hookclaim::verify::IdOrigin;
 use hookclaim::work::Work;
-use hookclaim::Licences;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use support::ledger::{
@@ -207,8 +207,8 @@ impl Processor for AlwaysRetry {
         &self,
         _delivery: &Delivery,
         _work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
-        Ok(Outcome::Retry("downstream answered 503".into()))
+    ) -> Result<(), ProcessError> {
+        Err(ProcessError::new("downstream answered 503"))
     }
 }
 
@@ -392,14 +392,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     let before = snapshot(&c).await;
 
     // The first invocation thaws and finishes its attempt 1, by every route it has.
-    let delivery = Delivery {
-        source: "stripe".into(),
-        delivery_id: "evt_zombie".into(),
-        event_type: None,
-        payload: body.into_bytes(),
-        headers: BTreeMap::new(),
-        attempt: 1,
-    };
+    let delivery = Delivery::new("stripe", "evt_zombie", body.into_bytes());
     let retry = usual_policy();
     let mut session = r.database().session().await;
     let done = pipeline::run_claimed(
@@ -733,9 +726,9 @@ impl Processor for Slow {
         "slow"
     }
 
-    async fn process(&self, _: &Delivery, _: &mut Work<'_>) -> Result<Outcome, ProcessError> {
+    async fn process(&self, _: &Delivery, _: &mut Work<'_>) -> Result<(), ProcessError> {
         tokio::time::sleep(self.0).await;
-        Ok(Outcome::Done)
+        Ok(())
     }
 }
 

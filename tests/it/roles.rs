@@ -624,17 +624,17 @@ impl Processor for WhoRan {
         &self,
         delivery: &hookclaim::processor::Delivery,
         work: &mut hookclaim::work::Work<'_>,
-    ) -> Result<hookclaim::processor::Outcome, hookclaim::processor::ProcessError> {
-        use hookclaim::processor::Outcome;
-        use tokio_postgres::types::Type;
-        let body = delivery.json().unwrap_or_default();
+    ) -> Result<(), hookclaim::processor::ProcessError> {
+        use hookclaim::processor::ProcessError;
+        let body: serde_json::Value = delivery.json().unwrap_or_default();
         if body["fail_first"] == json!(true) && delivery.attempt == 1 {
-            return Ok(Outcome::Retry("the first attempt fails".into()));
+            return Err(ProcessError::new("the first attempt fails"));
         }
-        work.execute("INSERT INTO who_ran VALUES ($1, $2, current_user)")
-            .bind(delivery.delivery_id.clone(), Type::TEXT)
-            .bind(delivery.attempt, Type::INT4);
-        Ok(Outcome::Done)
+        work.queue(
+            "INSERT INTO who_ran VALUES ($1, $2, current_user)",
+            &[&delivery.delivery_id, &delivery.attempt],
+        );
+        Ok(())
     }
 }
 

@@ -6,9 +6,9 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::licences::Licences;
 use hookclaim::ledger::{self, Claimant, NewDelivery};
 use hookclaim::processor::StoreOnly;
-use hookclaim::Licences;
 use support::ledger::{licence_count, state};
 use support::scripted::Scripted;
 use support::{answer, delivery_count, event, github_request, row, Format, TestDb};

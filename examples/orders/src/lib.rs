@@ -2,9 +2,8 @@
 //! paid Stripe Checkout order once, in its own table, in the delivery's transaction. The binaries
 //! `orders-webhook` and `orders-retention` run it as the two Lambda functions.
 
-use hookclaim::tokio_postgres::types::Type;
 use hookclaim::tokio_postgres::{self, Transaction};
-use hookclaim::{Delivery, Outcome, ProcessError, Processor, Work};
+use hookclaim::{Delivery, ProcessError, Processor, Work};
 
 /// Records each paid Stripe Checkout order once in `example_orders`. The order id is the key and
 /// the insert commits with the delivery's "done", so neither a redelivery nor a second event
@@ -49,29 +48,29 @@ impl Processor for Orders {
         Ok(())
     }
 
-    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<Outcome, ProcessError> {
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
         // Other events are kept in hookclaim's table; there is nothing more to do for them.
         if !PAID_EVENTS.contains(&d.event_type.as_deref().unwrap_or_default()) {
-            return Ok(Outcome::Done);
+            return Ok(());
         }
         // `?` makes a parse error a retryable failure. Stripe bodies always parse here: hookclaim
         // has read the delivery id from them already.
-        let event = d.json()?;
+        let event: serde_json::Value = d.json()?;
         let session = &event["data"]["object"];
         let Some(order_id) = session["id"].as_str().filter(|id| !id.is_empty()) else {
             // No retry can add the id: dead at once, the payload kept for a replay.
-            return Ok(Outcome::Permanent("checkout session without an id".into()));
+            return Err(ProcessError::permanent("checkout session without an id"));
         };
         // A delayed payment method completes the session unpaid; async_payment_succeeded follows.
         if session["payment_status"] != "paid" {
-            return Ok(Outcome::Done);
+            return Ok(());
         }
-        work.execute(RECORD_ORDER)
-            .bind(order_id.to_owned(), Type::TEXT)
-            .bind(session["amount_total"].as_i64(), Type::INT8)
-            .bind(session["currency"].as_str().map(str::to_owned), Type::TEXT)
-            .bind(d.source.clone(), Type::TEXT)
-            .bind(d.delivery_id.clone(), Type::TEXT);
-        Ok(Outcome::Done)
+        let amount = session["amount_total"].as_i64();
+        let currency = session["currency"].as_str();
+        work.queue(
+            RECORD_ORDER,
+            &[&order_id, &amount, &currency, &d.source, &d.delivery_id],
+        );
+        Ok(())
     }
 }

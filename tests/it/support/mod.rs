@@ -10,6 +10,7 @@
 pub mod emulator;
 pub mod endpoint;
 pub mod ledger;
+pub mod licences;
 pub mod moto;
 pub mod pgbouncer;
 pub mod scripted;

@@ -1,9 +1,8 @@
 //! A test processor whose behaviour each delivery's body chooses, shared by the webhook tests
 //! and the role tests (which run the same response rows as the application role).
 
-use hookclaim::processor::{Delivery, Outcome, ProcessError, Processor};
+use hookclaim::processor::{Delivery, ProcessError, Processor};
 use hookclaim::work::Work;
-use tokio_postgres::types::Type;
 
 /// A processor whose behaviour the body chooses: `{"behaviour": "retry" | "retry-once" |
 /// "permanent" | "ok" | "panic" | "hang" | …}` (`retry-once` fails the first attempt only).
@@ -32,27 +31,22 @@ impl Processor for Scripted {
         Ok(())
     }
 
-    async fn process(
-        &self,
-        delivery: &Delivery,
-        work: &mut Work<'_>,
-    ) -> Result<Outcome, ProcessError> {
-        work.execute("INSERT INTO effects VALUES ($1)")
-            .bind(delivery.delivery_id.clone(), Type::TEXT);
+    async fn process(&self, delivery: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
+        work.queue("INSERT INTO effects VALUES ($1)", &[&delivery.delivery_id]);
         let seen = work
             .query(
                 "SELECT count(*) FROM effects WHERE id = $1",
-                &[(&delivery.delivery_id, Type::TEXT)],
+                &[&delivery.delivery_id],
             )
             .await?;
         let seen: i64 = seen[0].get(0);
         assert!(seen >= 1, "the queued write is visible to a read after it");
-        let body = delivery.json().unwrap_or_default();
-        Ok(match body["behaviour"].as_str() {
+        let body: serde_json::Value = delivery.json().unwrap_or_default();
+        match body["behaviour"].as_str() {
             Some("bad-write") => {
                 // Fails only when the batch is committed, after the write above.
-                work.execute("SELECT 1 / 0");
-                Outcome::Done
+                work.queue("SELECT 1 / 0", &[]);
+                Ok(())
             }
             Some("panic") => panic!("simulated bug inside the transaction"),
             Some("hang") => std::future::pending().await,
@@ -60,14 +54,18 @@ impl Processor for Scripted {
                 // What a session-mode pooler's reset or an operator's DISCARD does to the
                 // connection's prepared statements.
                 work.query("DEALLOCATE ALL", &[]).await?;
-                Outcome::Retry("statements deallocated".into())
+                Err(ProcessError::new("statements deallocated"))
             }
-            Some("retry") => Outcome::Retry("downstream unavailable".into()),
+            Some("retry") => Err(ProcessError::new("downstream unavailable")),
+            Some("retry-in") => Err(ProcessError::retry_in(
+                "downstream asked for a minute",
+                std::time::Duration::from_secs(60),
+            )),
             Some("retry-once") if delivery.attempt == 1 => {
-                Outcome::Retry("downstream unavailable".into())
+                Err(ProcessError::new("downstream unavailable"))
             }
-            Some("permanent") => Outcome::Permanent("order was cancelled".into()),
-            _ => Outcome::Done,
-        })
+            Some("permanent") => Err(ProcessError::permanent("order was cancelled")),
+            _ => Ok(()),
+        }
     }
 }

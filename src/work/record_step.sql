@@ -1,4 +1,4 @@
--- Records that destination $5 took delivery $1/$2, answering $6, but only while attempt $3 of
+-- Records that step $5 of delivery $1/$2 is done, with detail $6, but only while attempt $3 of
 -- owner $4 still holds it: a zombie whose lease was taken over records nothing. FOR SHARE makes
 -- a concurrent takeover either wait for this insert or be seen by it, so the fence cannot be
 -- passed on a row version that a takeover has already replaced.

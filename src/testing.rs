@@ -1,0 +1,240 @@
+//! A test harness for your own processor: runs it on a delivery built in memory, against a
+//! real PostgreSQL, through the same claim, transaction and fenced finish the webhook function
+//! uses, so a test proves the processor's effects happen once.
+//!
+//! ```no_run
+//! # use hookclaim::{Delivery, ProcessError, Processor, Work};
+//! # struct Orders;
+//! # impl Processor for Orders {
+//! #     fn name(&self) -> &'static str { "orders" }
+//! #     async fn process(&self, _: &Delivery, _: &mut Work<'_>) -> Result<(), ProcessError> { Ok(()) }
+//! # }
+//! use hookclaim::testing::{Harness, Ran};
+//!
+//! # async fn test() -> Result<(), Box<dyn std::error::Error>> {
+//! let harness = Harness::connect("postgres://postgres@localhost/test", Orders).await?;
+//! let paid = Delivery::new("stripe", "evt_1", r#"{"type":"checkout.session.completed"}"#)
+//!     .with_event_type("checkout.session.completed");
+//! assert_eq!(harness.deliver(&paid).await?, Ran::Done);
+//! assert_eq!(harness.deliver(&paid).await?, Ran::Duplicate); // the sender's redelivery
+//! assert_eq!(harness.redrive(&paid).await?, Ran::Done); // run again: still one effect?
+//! // …then read your own tables.
+//! # Ok(()) }
+//! ```
+
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+use tokio_postgres::types::Type;
+
+use crate::config::{Config, ConfigError, RetryPolicy};
+use crate::db::{Database, DbError};
+use crate::environment::{self, StartupError};
+use crate::ledger::{self, Attempt, Claim, Claimant, NewDelivery};
+use crate::pipeline::{self, Settled};
+use crate::processor::{is_store_only, Delivery, Processor};
+use crate::readiness::Readiness;
+use crate::verify::IdOrigin;
+
+/// How long a harness run may take, as an invocation's remaining time.
+const RUN_TIME: Duration = Duration::from_secs(30);
+
+/// Why the harness could not run a delivery (not the processor's failures: those are [`Ran`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The database URL or a setting is not usable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database could not be reached, migrated, or failed.
+    #[error("{0}")]
+    Database(String),
+}
+
+impl From<DbError> for HarnessError {
+    fn from(e: DbError) -> Self {
+        HarnessError::Database(e.to_string())
+    }
+}
+
+impl From<StartupError> for HarnessError {
+    fn from(e: StartupError) -> Self {
+        HarnessError::Database(e.to_string())
+    }
+}
+
+/// How a run ended, as the webhook function would have answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ran {
+    /// Processed now and recorded done (200 `processed`).
+    Done,
+    /// Already done or dead: the processor did not run (200 `duplicate`).
+    Duplicate,
+    /// Another attempt holds the claim: the processor did not run (202).
+    InProgress,
+    /// Another transaction holds the row's lock (a takeover or a finish not yet committed), or
+    /// this run's attempt lost its claim to a newer one: nothing to report yet (503 `busy`).
+    Busy,
+    /// The processor failed, retryable: recorded failed, due again after `retry_in` (503).
+    Failed {
+        /// What was recorded as the error.
+        error: String,
+        /// When the next attempt is due, and the 503's `Retry-After`.
+        retry_in: Duration,
+    },
+    /// The processor failed permanently, or ran out of attempts: recorded dead (200 `dead`).
+    Dead {
+        /// What was recorded as the error.
+        error: String,
+    },
+    /// A failed delivery not due again yet: the processor did not run (503 `retry_later`).
+    RetryLater,
+}
+
+/// A processor, a database, and the webhook function's way of running one on the other.
+pub struct Harness<P> {
+    db: Database,
+    processor: P,
+    retry: RetryPolicy,
+}
+
+impl<P: Processor> Harness<P> {
+    /// Connects to `database_url` (a test database; no TLS), applies hookclaim's migrations
+    /// and runs the processor's [`Processor::setup`] and [`Processor::start`]. The retry policy
+    /// is the default one (`MAX_ATTEMPTS` 8, `RETRY_BASE_SECS` 30).
+    pub async fn connect(database_url: &str, processor: P) -> Result<Self, HarnessError> {
+        let config = Config::from_lookup(|name| match name {
+            "DATABASE_URL" => Some(database_url.to_owned()),
+            "DATABASE_TLS" => Some("disable".into()),
+            // A placeholder the configuration requires: the harness verifies nothing.
+            "HOOKCLAIM_SOURCES" => Some(r#"{"harness":{"kind":"github"}}"#.into()),
+            _ => None,
+        })?;
+        let db = environment::database(&config).await?;
+        processor.start().await;
+        let mut session = db.session().await;
+        Readiness::default()
+            .ensure(&mut session, &processor)
+            .await?;
+        drop(session);
+        Ok(Harness {
+            db,
+            processor,
+            retry: config.retry,
+        })
+    }
+
+    /// Delivers `delivery` as the webhook function does a request that carries it: the claim
+    /// decides (a new delivery, or a failed one that is due, runs; a done one is a duplicate),
+    /// then the processor runs and its work commits with "done", or the failure is recorded.
+    /// Call it again with the same delivery for the sender's redelivery.
+    pub async fn deliver(&self, delivery: &Delivery) -> Result<Ran, HarnessError> {
+        let mut session = self.db.session().await;
+        let payload_sha256 = Sha256::digest(&delivery.payload);
+        let new = NewDelivery {
+            source: &delivery.source,
+            delivery_id: &delivery.delivery_id,
+            id_origin: IdOrigin::Header,
+            event_type: delivery.event_type.as_deref(),
+            payload: &delivery.payload,
+            payload_sha256: &payload_sha256,
+            headers: &delivery.headers,
+            long_key_retention: false,
+            replay_guard: false,
+        };
+        let owner = format!("{:032x}", fastrand::u128(..));
+        let claimant = Claimant {
+            owner: &owner,
+            lease: RUN_TIME,
+            max_attempts: self.retry.max_attempts,
+        };
+        let store_only = is_store_only(&self.processor);
+        let claim = session
+            .run(|c, _| Box::pin(ledger::claim(c, &new, &claimant, store_only)))
+            .await?;
+        let (attempt, same_payload) = match claim {
+            Claim::Claimed {
+                attempt,
+                same_payload,
+            } => (attempt, same_payload),
+            Claim::Done { .. } | Claim::Dead { .. } | Claim::Resent { .. } => {
+                return Ok(Ran::Duplicate)
+            }
+            Claim::InProgress => return Ok(Ran::InProgress),
+            Claim::Busy => return Ok(Ran::Busy),
+            Claim::RetryLater { .. } => return Ok(Ran::RetryLater),
+            Claim::GaveUp => {
+                return Ok(Ran::Dead {
+                    error: "gave up: every attempt died before it finished".into(),
+                })
+            }
+        };
+        if store_only && attempt == 1 {
+            return Ok(Ran::Done);
+        }
+        let mut claimed = delivery.clone();
+        claimed.attempt = attempt;
+        if !same_payload {
+            // As the webhook does: a takeover runs the body stored with the row.
+            let at = Attempt {
+                source: &delivery.source,
+                delivery_id: &delivery.delivery_id,
+                attempt,
+                owner: &owner,
+            };
+            let held = session
+                .run(|c, _| Box::pin(ledger::held(c, &at)))
+                .await?;
+            match held.as_ref().and_then(pipeline::delivery_of) {
+                Some(stored) => claimed = stored,
+                None => return Ok(Ran::Busy),
+            }
+        }
+        let deadline = SystemTime::now() + RUN_TIME;
+        let settled = pipeline::run_claimed(
+            &mut session,
+            &self.processor,
+            &claimed,
+            &owner,
+            &self.retry,
+            deadline,
+        )
+        .await?;
+        Ok(match settled {
+            Settled::Done => Ran::Done,
+            Settled::Failed { error, retry_in } => Ran::Failed { error, retry_in },
+            Settled::Dead { error } => Ran::Dead { error },
+            Settled::Fenced => Ran::Busy,
+        })
+    }
+
+    /// Runs `delivery` again as the retention function's re-drive does, as the next attempt,
+    /// whatever its row says: even after a run that was done, which a real re-drive never
+    /// repeats. It is the run that follows an attempt whose work succeeded but whose finish was
+    /// lost (work at another service, a step recorded, a crash before "done"), so a processor
+    /// that passes it has effects that stand any repeat.
+    pub async fn redrive(&self, delivery: &Delivery) -> Result<Ran, HarnessError> {
+        {
+            let mut session = self.db.session().await;
+            let (source, id) = (delivery.source.as_str(), delivery.delivery_id.as_str());
+            session
+                .run(|c, _| {
+                    Box::pin(async move {
+                        c.execute_typed(
+                            include_str!("testing/make_due.sql"),
+                            &[(&source, Type::TEXT), (&id, Type::TEXT)],
+                        )
+                        .await
+                    })
+                })
+                .await?;
+        }
+        self.deliver(delivery).await
+    }
+
+    /// The processor under test.
+    pub fn processor(&self) -> &P {
+        &self.processor
+    }
+}

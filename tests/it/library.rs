@@ -1,0 +1,262 @@
+//! hookclaim as a library: the handler as a `tower::Service` beside a route of the user's own,
+//! the processor contract's retry time reaching the sender and the ledger, ordinary `ToSql`
+//! parameters, and steps recorded outside the delivery's transaction, through the public
+//! test harness.
+
+use crate::support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookclaim::testing::{Harness, Ran};
+use hookclaim::{Delivery, ProcessError, Processor, StoreOnly, Work};
+use lambda_http::tower::{service_fn, Service, ServiceBuilder, ServiceExt as _};
+use lambda_http::{Body, Request, Response};
+use support::scripted::Scripted;
+use support::{answer, github_request, row, Format, TestDb};
+
+/// A GET to `path`, as a function URL delivers it.
+fn get(path: &str) -> Request {
+    http::Request::builder()
+        .method("GET")
+        .uri(path)
+        .body(Body::Empty)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_webhook_serves_as_a_tower_service_beside_a_health_route_of_the_users_own() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], StoreOnly).await;
+    let hook = &hook;
+    // The user's own function: a health route, and the webhook under a tower layer.
+    let webhook = ServiceBuilder::new()
+        .map_response(|mut resp: Response<Body>| {
+            resp.headers_mut()
+                .insert("x-served-by", http::HeaderValue::from_static("tower"));
+            resp
+        })
+        .service(hook);
+    let app = service_fn(move |req: Request| {
+        let mut webhook = webhook.clone();
+        async move {
+            if req.uri().path() == "/health" {
+                return Ok(Response::new(Body::from("ok")));
+            }
+            webhook.ready().await?.call(req).await
+        }
+    });
+
+    let health = app.clone().oneshot(get("/health")).await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.body().as_ref(), b"ok");
+
+    let body = br#"{"zen":"served"}"#;
+    let resp = app
+        .clone()
+        .oneshot(github_request(Format::FunctionUrl, "tower-1", body, false))
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-served-by"], "tower");
+    let (status, json) = answer(&resp);
+    assert_eq!((status, json["status"].as_str()), (200, Some("processed")));
+    let c = db.client().await;
+    assert_eq!(row(&c, "github", "tower-1").await.unwrap().0, "done");
+
+    // The webhook alone still refuses what is not its route, as before.
+    let (status, _) = answer(&hook.handle(get("/health")).await);
+    assert_eq!(status, 405);
+}
+
+#[tokio::test]
+async fn retry_in_reaches_the_503_retry_after_and_the_rows_next_attempt_at() {
+    let db = TestDb::migrated().await;
+    // A policy backoff far from the processor's minute, so the two cannot be confused; the
+    // real clock (GitHub's signature has no timestamp), so the wait left is now's.
+    let config = support::config(&db.url, &[("RETRY_BASE_SECS", "5")]);
+    let hook = hookclaim::Webhook::from_config(&config, Scripted)
+        .await
+        .unwrap();
+    let body = br#"{"behaviour":"retry-in"}"#;
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "retry-in-1", body, false))
+        .await;
+    let (status, json) = answer(&resp);
+    assert_eq!((status, json["status"].as_str()), (503, Some("failed")));
+    assert_eq!(resp.headers()["retry-after"], "60");
+
+    let c = db.client().await;
+    let due_in: f64 = c
+        .query_one(
+            "SELECT extract(epoch FROM next_attempt_at - now())::float8, status, last_error
+               FROM hookclaim_deliveries WHERE delivery_id = 'retry-in-1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        (55.0..=60.0).contains(&due_in),
+        "next attempt in {due_in} s"
+    );
+    let (status, attempt, error) = row(&c, "github", "retry-in-1").await.unwrap();
+    assert_eq!((status.as_str(), attempt), ("failed", 1));
+    assert_eq!(error.as_deref(), Some("downstream asked for a minute"));
+
+    // The sender's redelivery before then is told the same wait, less the time gone.
+    let again = hook
+        .handle(github_request(Format::HttpApiV2, "retry-in-1", body, false))
+        .await;
+    let (status, json) = answer(&again);
+    assert_eq!(
+        (status, json["status"].as_str()),
+        (503, Some("retry_later"))
+    );
+    let wait: u64 = again.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((55..=60).contains(&wait), "Retry-After {wait}");
+}
+
+/// Writes with parameters of several Rust types, borrowed from the delivery and from locals.
+struct Typed;
+
+impl Processor for Typed {
+    fn name(&self) -> &'static str {
+        "typed"
+    }
+
+    async fn setup(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+    ) -> Result<(), tokio_postgres::Error> {
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS typed (id varchar(64) PRIMARY KEY, amount bigint,
+                 small int, note text, body jsonb, at timestamptz)",
+        )
+        .await
+    }
+
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
+        let event: serde_json::Value = d.json()?;
+        // A &str borrowed from a local that is gone when `process` returns.
+        let id: &str = event["id"].as_str().unwrap_or_default();
+        let small: i32 = 7; // an int4 into a bigint column and an int column
+        let note: Option<&str> = None;
+        let at = std::time::SystemTime::now();
+        work.queue(
+            "INSERT INTO typed VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&id, &small, &small, &note, &event, &at],
+        );
+        let seen = work
+            .query("SELECT count(*) FROM typed WHERE id = $1", &[&id])
+            .await?;
+        assert_eq!(
+            seen[0].get::<_, i64>(0),
+            1,
+            "a query sees the writes queued before it"
+        );
+        if event["unencodable"] == true {
+            // hstore is an extension's type, not a built-in one.
+            let tags: std::collections::HashMap<String, Option<String>> = Default::default();
+            work.queue("SELECT $1", &[&tags]);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn parameters_are_ordinary_tosql_values_borrowed_for_the_call() {
+    let db = TestDb::migrated().await;
+    let harness = Harness::connect(&db.url, Typed).await.unwrap();
+    let d = Delivery::new("typed", "typed-1", r#"{"id":"order-1","amount":3}"#);
+    assert_eq!(harness.deliver(&d).await.unwrap(), Ran::Done);
+    let c = db.client().await;
+    let r = c
+        .query_one(
+            "SELECT id, amount, small, note, body->>'id' FROM typed",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, String>(0), "order-1");
+    assert_eq!(r.get::<_, i64>(1), 7);
+    assert_eq!(r.get::<_, i32>(2), 7);
+    assert_eq!(r.get::<_, Option<String>>(3), None);
+    assert_eq!(r.get::<_, String>(4), "order-1");
+
+    // A parameter of no built-in type fails the attempt before anything is sent.
+    let d = Delivery::new("typed", "typed-2", r#"{"id":"order-2","unencodable":true}"#);
+    match harness.deliver(&d).await.unwrap() {
+        Ran::Failed { error, .. } => {
+            assert!(error.contains("parameter $1 of `SELECT $1`"), "{error}")
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM typed WHERE id = 'order-2'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "nothing of the attempt was committed");
+}
+
+/// Calls a counted "external service" once per delivery, recorded as a step, and fails its
+/// first attempt after the call: the re-drive must not call again.
+struct Stepper(Arc<AtomicUsize>);
+
+impl Processor for Stepper {
+    fn name(&self) -> &'static str {
+        "stepper"
+    }
+
+    async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {
+        if !work.steps_done().await?.contains("crm") {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            work.record_step("crm", Some("crm-id-1")).await?;
+        }
+        if d.attempt == 1 {
+            return Err(ProcessError::retry_in(
+                "the next call timed out",
+                Duration::from_secs(2),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_step_recorded_outside_the_transaction_is_not_repeated_by_the_redrive() {
+    let db = TestDb::migrated().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let harness = Harness::connect(&db.url, Stepper(calls.clone()))
+        .await
+        .unwrap();
+    let d = Delivery::new("crm", "step-1", "{}");
+    match harness.deliver(&d).await.unwrap() {
+        Ran::Failed { retry_in, .. } => assert_eq!(retry_in, Duration::from_secs(2)),
+        other => panic!("expected failed, got {other:?}"),
+    }
+    // The step committed on its own, whatever the attempt concluded.
+    let c = db.client().await;
+    let detail: Option<String> = c
+        .query_one(
+            "SELECT detail FROM hookclaim_destination_progress WHERE delivery_id = 'step-1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(detail.as_deref(), Some("crm-id-1"));
+    // The sender's redelivery within the two seconds finds it not due yet.
+    assert_eq!(harness.deliver(&d).await.unwrap(), Ran::RetryLater);
+    assert_eq!(harness.redrive(&d).await.unwrap(), Ran::Done);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the external call ran once"
+    );
+}
