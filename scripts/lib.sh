@@ -70,6 +70,42 @@ ensure_postgres() {
   fi
 }
 
+# Runs a PostgreSQL program, as the postgres user when this is root (initdb refuses root).
+# runuser lives in /usr/sbin or /sbin, which a root shell may not have on PATH.
+as_pg() {
+  if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
+  local runuser
+  runuser=$(command -v runuser || ls /usr/sbin/runuser /sbin/runuser 2>/dev/null | head -n 1)
+  [ -n "$runuser" ] || missing "runuser" "install util-linux, or run this script as a user other than root"
+  "$runuser" -u postgres -- "$(command -v "$1")" "${@:2}"
+}
+
+# A free TCP port on the loopback interface.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_throwaway_pg DIR [PORT]: a new PostgreSQL with its data in DIR (emptied first), on PORT
+# or a free port, with an empty database `hookclaim`; sets PGPORT. Needs ensure_postgres.
+start_throwaway_pg() {
+  local dir=$1
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  [ "$(id -u)" -ne 0 ] || chown postgres: "$dir"
+  as_pg initdb -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
+  PGPORT=${2:-$(free_port)}
+  as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w \
+    -o "-p $PGPORT -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+  as_pg createdb -h 127.0.0.1 -p "$PGPORT" -U postgres hookclaim
+}
+
+# Stops the PostgreSQL start_throwaway_pg started in DIR, if it runs.
+stop_throwaway_pg() {
+  if [ -f "$1/data/postmaster.pid" ]; then
+    as_pg pg_ctl -D "$1/data" -m fast -w stop >/dev/null || true
+  fi
+}
+
 # target/venv, created on first use and put first on PATH.
 ensure_venv() {
   have python3 || missing "python3" "install Python 3.9 or later (https://www.python.org/downloads/)"
