@@ -239,6 +239,7 @@ impl<P: Processor> Webhook<P> {
     /// response with the right status.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         let started = Instant::now();
+        let correlation = observe::Correlation::of(&req, observe::take_cold_start());
         let source = source_name(&req).unwrap_or_default();
         // The dimension value is a configured name or `unknown`, never what a stranger typed;
         // the requested name is still logged, capped.
@@ -278,6 +279,7 @@ impl<P: Processor> Webhook<P> {
                 latency: started.elapsed(),
                 reason: facts.reason.as_deref(),
                 payload_mismatch: facts.payload_mismatch,
+                correlation,
             },
             SystemTime::now(),
         ));
