@@ -504,6 +504,36 @@ mod tests {
     }
 
     #[test]
+    fn correlation_keys_come_from_the_lambda_context_and_the_request_context() {
+        use lambda_http::RequestExt;
+        // An HTTP API (payload 2.0) event, as API Gateway sends it.
+        let event = r#"{"version": "2.0", "routeKey": "POST /webhooks/{source}",
+            "rawPath": "/webhooks/stripe", "rawQueryString": "", "headers": {},
+            "requestContext": {"accountId": "123456789012", "apiId": "h00kc1a1m0",
+                "domainName": "h00kc1a1m0.execute-api.us-east-1.amazonaws.com",
+                "domainPrefix": "h00kc1a1m0", "requestId": "K+0gMu09gwC3cQ=",
+                "http": {"method": "POST", "path": "/webhooks/stripe", "protocol": "HTTP/1.1",
+                    "sourceIp": "203.0.113.20", "userAgent": "Stripe/1.0"},
+                "routeKey": "POST /webhooks/{source}", "stage": "$default",
+                "time": "01/Jan/2026:00:00:00 +0000", "timeEpoch": 1767225600000},
+            "body": "{}", "isBase64Encoded": false}"#;
+        let mut ctx = lambda_runtime::Context::default();
+        ctx.request_id = "8f60efab-ac52-4171-a13b-aeab25aabac0".into();
+        ctx.xray_trace_id =
+            Some("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1".into());
+        let req = lambda_http::request::from_str(event)
+            .unwrap()
+            .with_lambda_context(ctx);
+        let c = Correlation::of(&req, true);
+        assert_eq!(c.function_request_id, Some("8f60efab-ac52-4171-a13b-aeab25aabac0"));
+        assert_eq!(c.xray_trace_id, Some("1-5759e988-bd862e3fe1be46a994272793"));
+        assert_eq!(c.correlation_id, Some("K+0gMu09gwC3cQ="));
+        assert!(c.cold_start);
+        let bare = lambda_http::Request::default();
+        assert_eq!(Correlation::of(&bare, false), Correlation::default());
+    }
+
+    #[test]
     fn the_trace_id_is_the_headers_root() {
         let header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
         assert_eq!(trace_root(header), Some("1-5759e988-bd862e3fe1be46a994272793"));
