@@ -12,6 +12,7 @@ pub mod endpoint;
 pub mod ledger;
 pub mod moto;
 pub mod pgbouncer;
+pub mod rie;
 pub mod scripted;
 
 use std::path::{Path, PathBuf};
