@@ -949,7 +949,7 @@ def judge_answers(path):
             ok, shown = judge(entry, answer)
             total += 1
             good += ok
-            print("%-10s %-9s %-34s %-40s (expected %s)" % (
+            print("%-10s %-9s %-34s %-24s (expected %s)" % (
                 "ok" if ok else "UNEXPECTED", entry["function"], file, shown, entry["expected"]))
     print("\n%d of %d samples answered as expected" % (good, total))
     return 0 if good == total and total else 1
