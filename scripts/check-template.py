@@ -14,6 +14,8 @@ template.yaml) and translate under `sam validate`. Then:
 - each destinations combination grants both functions exactly the destinations' actions
   (sqs:SendMessage, events:PutEvents, states:StartExecution) on the ARNs given, and the other
   combinations grant none of them;
+- the Tracing parameter turns active X-Ray tracing on for both functions in its combination and
+  leaves it off (SAM's `Disabled`) in every other;
 - scripts/rds-ca-layer.sh passes `bash -n` and shellcheck (when installed) and builds a layer zip
   from a local bundle (it is never published here).
 
@@ -97,6 +99,7 @@ COMBINATIONS = [
      {**DESTINATIONS, "DestinationQueueArns": QUEUE + "," + AUDIT_QUEUE,
       "DestinationEventBusArns": BUS, "DestinationStateMachineArns": MACHINE,
       "DestinationSigningSecret": "whsec_aG9va2NsYWltLXRlbXBsYXRlLWNoZWNr"}, None),
+    ("tracing-active", {"DatabaseHost": HOST, "DatabaseTls": "require", "Tracing": "Active"}, None),
     ("forward-signed",
      {"Processor": "forward", "ForwardUrl": "https://erp.example.com/hooks",
       "ForwardSigningSecret": "whsec_aG9va2NsYWltLXRlbXBsYXRlLWNoZWNr", "DatabaseHost": HOST,
@@ -278,6 +281,16 @@ def check_destination_grants(resolved):
           % (len(GRANTS), len(resolved) - len(GRANTS)))
 
 
+def check_tracing(resolved):
+    for name, functions in resolved.items():
+        expected = "Active" if name == "tracing-active" else "Disabled"
+        for fn, settings in functions.items():
+            if settings.get("Tracing") != expected:
+                fail("%s %s: Tracing %s, expected %s" % (name, fn, settings.get("Tracing"), expected))
+    print("tracing: Active for both functions with Tracing=Active, Disabled in the %d other "
+          "combinations" % (len(resolved) - 1))
+
+
 def check_ca_layer_script():
     script = ROOT / "scripts" / "rds-ca-layer.sh"
     code, out = run(["bash", "-n", str(script)])
@@ -317,6 +330,7 @@ def main():
     if "proxy-password-require" in resolved and "direct-password-require" in resolved:
         check_proxy_settings(resolved)
     check_destination_grants(resolved)
+    check_tracing(resolved)
     check_ca_layer_script()
     if failures:
         print("\n%d failure(s)" % len(failures))

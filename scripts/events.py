@@ -45,6 +45,9 @@ USAGE
                                               # the order to send them
     python3 scripts/events.py --dotenv        # KEY='value' lines: the webhook function's local
                                               # environment (e.g. for `cargo lambda watch`)
+    python3 scripts/events.py --judge FILE    # FILE: `file<TAB>answer JSON` lines; prints each
+                                              # answer against its expectation, exit 1 if one
+                                              # differs (scripts/run and scripts/invoke use it)
 
 FILES (events/)
 ===============
@@ -885,6 +888,86 @@ def tampered(req, body):
 
 # Handshake events: the exact answer each provider needs (filled in by `build`).
 HANDSHAKES = {}
+# Retention commands: fields their report must have (filled in by `build`).
+REPORTS = {}
+
+
+# --------------------------------------------------------------------------------------------
+# Judging answers: the one table of expectations, used by every script that sends the samples
+# (scripts/run through the cargo-lambda emulator, scripts/invoke through AWS's RIE).
+
+
+def _field(obj, path):
+    for part in path.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return KeyError
+        obj = obj[part]
+    return obj
+
+
+def judge(entry, answer):
+    """(ok, shown): whether a function's answer to a manifest entry is what the entry expects,
+    and a short text of what it said."""
+    if not isinstance(answer, dict):
+        return False, str(answer)[:60]
+    report = entry.get("report", {})
+    if "errorType" in answer:
+        ok = answer["errorType"] == report.get("errorType")
+        return ok, "%s: %s" % (answer["errorType"], answer.get("errorMessage", "")[:60])
+    if entry["function"] == "retention":
+        wrong = [k for k, v in report.items() if _field(answer, k) != v]
+        if answer.get("phase_errors"):
+            wrong.append("phase_errors")
+        shown = "%s report" % answer.get("command")
+        return not wrong, shown + ("" if not wrong else " (wrong: %s)" % ", ".join(wrong))
+    text = answer.get("body") or ""
+    try:
+        shown = json.loads(text or "{}").get("status", "")
+    except (ValueError, AttributeError):
+        shown = text  # a handshake's answer is the provider's own format, e.g. a text/plain challenge
+    shown = str(shown or text)
+    status = str(answer.get("statusCode"))
+    expected = entry["expected"]
+    ok = expected.split()[0] == status
+    if "new delivery" in expected:
+        ok = ok and shown == "processed"
+    elif "duplicate" in expected:
+        ok = ok and shown == "duplicate"
+    return ok, "%s %s" % (status, shown[:30])
+
+
+def judge_answers(path):
+    """Reads `file<TAB>answer JSON` lines, prints each against its expectation and the count;
+    exit status 1 unless every answer was expected."""
+    entries = {e["file"]: e for e in manifest(build(FIXED_TIMESTAMP))}
+    good = total = 0
+    with open(path, encoding="utf-8") as f:
+        for row in f:
+            file, raw = row.rstrip("\n").split("\t", 1)
+            entry = entries[os.path.basename(file)]
+            try:
+                answer = json.loads(raw)
+            except ValueError:
+                answer = raw
+            ok, shown = judge(entry, answer)
+            total += 1
+            good += ok
+            print("%-10s %-9s %-34s %-24s (expected %s)" % (
+                "ok" if ok else "UNEXPECTED", entry["function"], file, shown, entry["expected"]))
+    print("\n%d of %d samples answered as expected" % (good, total))
+    return 0 if good == total and total else 1
+
+
+def manifest(catalogue):
+    """The catalogue without its events: file, function, expected, and the handshake answer or
+    report fields where there are some."""
+    rows = [{"file": n, "function": f, "expected": e} for n, f, e, _ in catalogue]
+    for row in rows:
+        if row["file"] in HANDSHAKES:
+            row["handshake"] = HANDSHAKES[row["file"]]
+        if row["file"] in REPORTS:
+            row["report"] = REPORTS[row["file"]]
+    return rows
 
 
 def build(base_ts):
@@ -892,8 +975,10 @@ def build(base_ts):
     t1 = base_ts + REDELIVERY_DELAY_SECS
     out = []
 
-    def add(name, function, expected, event):
+    def add(name, function, expected, event, report=None):
         out.append((name, function, expected, event))
+        if report is not None:
+            REPORTS[name] = report
 
     # stripe
     body = stripe_body(STRIPE_EVENT_ID, 1, "ord_1001")
@@ -976,20 +1061,26 @@ def build(base_ts):
     add("wrong-method.json", "webhook", "405 method not allowed (function URL event)",
         function_url(get, t0, "wrong-method"))
 
-    # retention
+    # retention: `report` holds the fields (dotted paths) its answer must have, with their
+    # values; an error answer's must have its `errorType`
+    run = {"command": "run", "stopped_early": False}
     add("retention-scheduled.json", "retention", "run report (EventBridge rule payload ignored)",
-        scheduled_event(t0))
-    add("retention-scheduler.json", "retention", "run report (EventBridge Scheduler Input {})", {})
-    add("retention-run.json", "retention", "run report", {"command": "run"})
+        scheduled_event(t0), report=run)
+    add("retention-scheduler.json", "retention", "run report (EventBridge Scheduler Input {})", {},
+        report=run)
+    add("retention-run.json", "retention", "run report", {"command": "run"}, report=run)
     add("retention-dry-run.json", "retention", "dry-run report, nothing changed",
-        {"command": "dry_run"})
-    add("retention-stats.json", "retention", "counts by source and status", {"command": "stats"})
-    add("retention-replay.json", "retention", "replays the stripe sample delivery",
-        {"command": "replay", "source": "stripe", "delivery_id": STRIPE_EVENT_ID, "force": False})
+        {"command": "dry_run"}, report={"command": "dry_run", "reclaimed": 0, "purged": 0})
+    add("retention-stats.json", "retention", "counts by source and status", {"command": "stats"},
+        report={"command": "stats"})
+    add("retention-replay.json", "retention",
+        "refused: the stripe sample is done (a done delivery is replayed only with force)",
+        {"command": "replay", "source": "stripe", "delivery_id": STRIPE_EVENT_ID, "force": False},
+        report={"errorType": "hookclaim.ReplayRefused"})
     add("retention-purge.json", "retention", "purge report (done/dead rows older than 7 days)",
-        {"command": "purge", "older_than_days": 7})
+        {"command": "purge", "older_than_days": 7}, report={"command": "purge"})
     add("retention-migrate.json", "retention", "migrations applied (none pending)",
-        {"command": "migrate"})
+        {"command": "migrate"}, report={"command": "migrate", "migrations.applied": []})
     return out
 
 
@@ -1040,8 +1131,12 @@ def main():
                         help="print the files in sending order with their function and expected result")
     parser.add_argument("--dotenv", action="store_true",
                         help="print the webhook function's local environment as KEY='value' lines")
+    parser.add_argument("--judge", metavar="ANSWERS",
+                        help="check `file<TAB>answer` lines against the samples' expectations")
     args = parser.parse_args()
 
+    if args.judge:
+        return judge_answers(args.judge)
     if args.check and args.now:
         parser.error("--check compares the fixed-timestamp files; it cannot be combined with --now")
 
@@ -1051,11 +1146,7 @@ def main():
     catalogue = build(base_ts)
 
     if args.manifest:
-        rows = [{"file": n, "function": f, "expected": e} for n, f, e, _ in catalogue]
-        for row in rows:
-            if row["file"] in HANDSHAKES:
-                row["handshake"] = HANDSHAKES[row["file"]]
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(json.dumps(manifest(catalogue), indent=2) + "\n")
         return 0
     if args.dotenv:
         env = local_environment()

@@ -80,26 +80,45 @@ as_pg() {
   if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
   local runuser
   runuser=$(command -v runuser || ls /usr/sbin/runuser /sbin/runuser 2>/dev/null | head -n 1)
-  [ -n "$runuser" ] || missing "runuser" "install util-linux, or run this as a user other than root"
+  [ -n "$runuser" ] || missing "runuser" "install util-linux, or run this script as a user other than root"
   "$runuser" -u postgres -- "$(command -v "$1")" "${@:2}"
 }
 
-# Runs the command after `--` with DATABASE_URL naming database `hookclaim` of a throwaway
-# PostgreSQL in directory $1 (made anew, removed after), on a free port; its status is the
-# command's.
-with_throwaway_postgres() {
-  local dir=$1 port status=0
-  shift 2
-  ensure_postgres
-  rm -rf "$dir" && mkdir -p "$dir"
+# A free TCP port on the loopback interface.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_throwaway_pg DIR [PORT]: a new PostgreSQL with its data in DIR (emptied first), on PORT
+# or a free port, with an empty database `hookclaim`; sets PGPORT. Needs ensure_postgres.
+start_throwaway_pg() {
+  local dir=$1
+  rm -rf "$dir"
+  mkdir -p "$dir"
   [ "$(id -u)" -ne 0 ] || chown postgres: "$dir"
   as_pg initdb -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  PGPORT=${2:-$(free_port)}
   as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
-  as_pg createdb -h 127.0.0.1 -p "$port" -U postgres hookclaim
-  DATABASE_URL="postgres://postgres@127.0.0.1:$port/hookclaim" "$@" || status=$?
-  as_pg pg_ctl -D "$dir/data" -m fast -w stop >/dev/null || true
+    -o "-p $PGPORT -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+  as_pg createdb -h 127.0.0.1 -p "$PGPORT" -U postgres hookclaim
+}
+
+# Stops the PostgreSQL start_throwaway_pg started in DIR, if it runs.
+stop_throwaway_pg() {
+  if [ -f "$1/data/postmaster.pid" ]; then
+    as_pg pg_ctl -D "$1/data" -m fast -w stop >/dev/null || true
+  fi
+}
+
+# Runs the command after `--` with DATABASE_URL naming database `hookclaim` of a throwaway
+# PostgreSQL in directory $1 (made anew, removed after); its status is the command's.
+with_throwaway_postgres() {
+  local dir=$1 status=0
+  shift 2
+  ensure_postgres
+  start_throwaway_pg "$dir"
+  DATABASE_URL="postgres://postgres@127.0.0.1:$PGPORT/hookclaim" "$@" || status=$?
+  stop_throwaway_pg "$dir"
   rm -rf "$dir"
   return "$status"
 }

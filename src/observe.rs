@@ -2,7 +2,10 @@
 //!
 //! Each delivery produces exactly one JSON line on stdout that is both its log record (source,
 //! delivery id, event type, outcome, attempt, latency) and an EMF document, so CloudWatch counts
-//! outcomes per source without a metrics API call.
+//! outcomes per source without a metrics API call. The line also carries the invocation's
+//! correlation keys under the names Powertools' logger gives them (`function_request_id`,
+//! `xray_trace_id`, `correlation_id`, `cold_start`), so Logs Insights queries written for
+//! Powertools functions work on it unchanged.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,11 +77,68 @@ pub const MAX_DELIVERY_ID: usize = crate::verify::MAX_ID_LEN;
 pub const MAX_EVENT_TYPE: usize = crate::verify::MAX_EVENT_TYPE_LEN;
 /// Longest reason a delivery line keeps (a processor's error text can be anything).
 pub const MAX_REASON: usize = 256;
+/// Longest request id or trace id a delivery line keeps (AWS's are under 64 bytes; a direct
+/// invocation's event can hold anything).
+pub const MAX_CORRELATION_ID: usize = 128;
 
 /// Upper bound, in bytes, of one delivery line whatever the request held: the fixed fields, plus
 /// each request-derived field at its cap, doubled for JSON escaping (`"` and `\` take two
 /// bytes; control characters are replaced before they could take six).
-pub const MAX_DELIVERY_LINE: usize = 3072;
+pub const MAX_DELIVERY_LINE: usize = 4096;
+
+/// Whether this process has not answered an invocation yet (see [`take_cold_start`]).
+static COLD: AtomicBool = AtomicBool::new(true);
+
+/// True for the first call in this process, false after: Lambda runs one execution environment
+/// per process, so the first invocation it answers is the cold start's.
+pub fn take_cold_start() -> bool {
+    COLD.swap(false, Ordering::Relaxed)
+}
+
+/// What ties a delivery's line to its invocation and request, under Powertools' key names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Correlation<'a> {
+    /// The Lambda request id (`function_request_id`).
+    pub function_request_id: Option<&'a str>,
+    /// The X-Ray trace id (its `Root`, as Powertools logs it), when the invocation has one.
+    pub xray_trace_id: Option<&'a str>,
+    /// The API Gateway or function URL request id (`correlation_id`, Powertools' key for it).
+    pub correlation_id: Option<&'a str>,
+    /// Whether this invocation is the execution environment's first.
+    pub cold_start: bool,
+}
+
+impl<'a> Correlation<'a> {
+    /// The keys of `req`, an event the Lambda runtime delivered (none for a request built by
+    /// hand); `cold_start` from [`take_cold_start`].
+    pub fn of(req: &'a lambda_http::Request, cold_start: bool) -> Self {
+        use lambda_http::request::RequestContext;
+        use lambda_http::RequestExt;
+
+        let lambda = req.lambda_context_ref();
+        let correlation_id = match req.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(c)) => c.request_id.as_deref(),
+            Some(RequestContext::ApiGatewayV1(c)) => c.request_id.as_deref(),
+            _ => None,
+        };
+        Correlation {
+            function_request_id: lambda.map(|c| c.request_id.as_str()).filter(|s| !s.is_empty()),
+            xray_trace_id: lambda.and_then(|c| c.xray_trace_id.as_deref()).and_then(trace_root),
+            correlation_id,
+            cold_start,
+        }
+    }
+}
+
+/// The `Root` of an X-Ray trace header (`Root=1-…;Parent=…;Sampled=1`), the trace id X-Ray's
+/// console and Powertools show.
+fn trace_root(header: &str) -> Option<&str> {
+    let root = header
+        .split(';')
+        .find_map(|part| part.trim().strip_prefix("Root="))
+        .unwrap_or(header);
+    (!root.is_empty()).then_some(root)
+}
 
 /// Whether lines go to stderr instead of stdout (see [`log_to_stderr`]).
 static TO_STDERR: AtomicBool = AtomicBool::new(false);
@@ -205,6 +265,8 @@ pub struct DeliveryRecord<'a> {
     /// Set when the replay guard answered the body from another delivery's row: a signed body
     /// re-sent under a new id.
     pub replayed_body: bool,
+    /// The invocation's correlation keys.
+    pub correlation: Correlation<'a>,
 }
 
 /// Builds the delivery's JSON line: a log record with an `_aws` EMF block declaring the
@@ -255,6 +317,19 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
         reason: r.reason.map(|s| capped(s, MAX_REASON)),
         payload_mismatches: r.payload_mismatch.then_some(1),
         replayed_bodies: r.replayed_body.then_some(1),
+        function_request_id: r
+            .correlation
+            .function_request_id
+            .map(|s| capped(s, MAX_CORRELATION_ID)),
+        xray_trace_id: r
+            .correlation
+            .xray_trace_id
+            .map(|s| capped(s, MAX_CORRELATION_ID)),
+        correlation_id: r
+            .correlation
+            .correlation_id
+            .map(|s| capped(s, MAX_CORRELATION_ID)),
+        cold_start: r.correlation.cold_start,
     };
     let mut text = serde_json::to_string(&line).unwrap_or_default();
     text.push('\n');
@@ -304,6 +379,13 @@ struct Line<'a> {
     payload_mismatches: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     replayed_bodies: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_request_id: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    xray_trace_id: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    correlation_id: Option<Cow<'a, str>>,
+    cold_start: bool,
 }
 
 #[derive(Serialize)]
@@ -414,6 +496,12 @@ mod tests {
             reason: None,
             payload_mismatch: false,
             replayed_body: false,
+            correlation: Correlation {
+                function_request_id: Some("8f60efab-ac52-4171-a13b-aeab25aabac0"),
+                xray_trace_id: Some("1-5759e988-bd862e3fe1be46a994272793"),
+                correlation_id: Some("c6af9ac6-7b61-11e6-9a41-93e8deadbeef"),
+                cold_start: true,
+            },
         };
         let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(10));
         assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
@@ -431,6 +519,49 @@ mod tests {
         assert_eq!(v["source"], "stripe");
         assert_eq!(v["outcome"], "processed");
         assert_eq!(v["latency_ms"], 2.5);
+        assert_eq!(v["function_request_id"], "8f60efab-ac52-4171-a13b-aeab25aabac0");
+        assert_eq!(v["xray_trace_id"], "1-5759e988-bd862e3fe1be46a994272793");
+        assert_eq!(v["correlation_id"], "c6af9ac6-7b61-11e6-9a41-93e8deadbeef");
+        assert_eq!(v["cold_start"], true);
+    }
+
+    #[test]
+    fn correlation_keys_come_from_the_lambda_context_and_the_request_context() {
+        use lambda_http::RequestExt;
+        // An HTTP API (payload 2.0) event, as API Gateway sends it.
+        let event = r#"{"version": "2.0", "routeKey": "POST /webhooks/{source}",
+            "rawPath": "/webhooks/stripe", "rawQueryString": "", "headers": {},
+            "requestContext": {"accountId": "123456789012", "apiId": "h00kc1a1m0",
+                "domainName": "h00kc1a1m0.execute-api.us-east-1.amazonaws.com",
+                "domainPrefix": "h00kc1a1m0", "requestId": "K+0gMu09gwC3cQ=",
+                "http": {"method": "POST", "path": "/webhooks/stripe", "protocol": "HTTP/1.1",
+                    "sourceIp": "203.0.113.20", "userAgent": "Stripe/1.0"},
+                "routeKey": "POST /webhooks/{source}", "stage": "$default",
+                "time": "01/Jan/2026:00:00:00 +0000", "timeEpoch": 1767225600000},
+            "body": "{}", "isBase64Encoded": false}"#;
+        let mut ctx = lambda_runtime::Context::default();
+        ctx.request_id = "8f60efab-ac52-4171-a13b-aeab25aabac0".into();
+        ctx.xray_trace_id =
+            Some("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1".into());
+        let req = lambda_http::request::from_str(event)
+            .unwrap()
+            .with_lambda_context(ctx);
+        let c = Correlation::of(&req, true);
+        assert_eq!(c.function_request_id, Some("8f60efab-ac52-4171-a13b-aeab25aabac0"));
+        assert_eq!(c.xray_trace_id, Some("1-5759e988-bd862e3fe1be46a994272793"));
+        assert_eq!(c.correlation_id, Some("K+0gMu09gwC3cQ="));
+        assert!(c.cold_start);
+        let bare = lambda_http::Request::default();
+        assert_eq!(Correlation::of(&bare, false), Correlation::default());
+    }
+
+    #[test]
+    fn the_trace_id_is_the_headers_root() {
+        let header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        assert_eq!(trace_root(header), Some("1-5759e988-bd862e3fe1be46a994272793"));
+        assert_eq!(trace_root("Parent=1;Root=1-a-b"), Some("1-a-b"));
+        assert_eq!(trace_root("1-a-b"), Some("1-a-b"));
+        assert_eq!(trace_root(""), None);
     }
 
     #[test]
@@ -448,6 +579,7 @@ mod tests {
             reason: None,
             payload_mismatch: true,
             replayed_body: false,
+            correlation: Correlation::default(),
         };
         let v: Value = serde_json::from_str(&delivery_line(&r, UNIX_EPOCH)).unwrap();
         assert_eq!(v["reason"], Value::Null);
@@ -474,6 +606,7 @@ mod tests {
             reason: None,
             payload_mismatch: false,
             replayed_body: true,
+            correlation: Correlation::default(),
         };
         let v: Value = serde_json::from_str(&delivery_line(&r, UNIX_EPOCH)).unwrap();
         assert_eq!(v["replayed_bodies"], 1);
@@ -500,6 +633,12 @@ mod tests {
             reason: Some(&hostile),
             payload_mismatch: true,
             replayed_body: true,
+            correlation: Correlation {
+                function_request_id: Some(&hostile),
+                xray_trace_id: Some(&hostile),
+                correlation_id: Some(&hostile),
+                cold_start: false,
+            },
         };
         let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(u32::MAX as u64));
         assert!(line.len() <= MAX_DELIVERY_LINE, "{} bytes", line.len());
@@ -510,6 +649,8 @@ mod tests {
         assert!(kept("delivery_id") <= MAX_DELIVERY_ID);
         assert!(kept("event_type") <= MAX_EVENT_TYPE);
         assert!(kept("reason") <= MAX_REASON);
+        assert!(kept("function_request_id") <= MAX_CORRELATION_ID);
+        assert!(kept("correlation_id") <= MAX_CORRELATION_ID);
         assert!(!v["reason"].as_str().unwrap().contains('\u{0}'));
     }
 

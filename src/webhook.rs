@@ -305,6 +305,7 @@ impl<P: Processor> Webhook<P> {
     /// including database trouble, is a response with the right status, and is logged.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         let started = Instant::now();
+        let correlation = observe::Correlation::of(&req, observe::take_cold_start());
         let source = source_name(&req).unwrap_or_default();
         // The dimension value is a configured name or `unknown`, never what a stranger typed;
         // the requested name is still logged, capped.
@@ -350,6 +351,7 @@ impl<P: Processor> Webhook<P> {
                 reason: facts.reason.as_deref(),
                 payload_mismatch: facts.payload_mismatch,
                 replayed_body: facts.replayed_body,
+                correlation,
             },
             SystemTime::now(),
         ));

@@ -19,5 +19,6 @@ mod pooler;
 mod reliability;
 mod replay;
 mod retention;
+mod rie;
 mod roles;
 mod webhook;

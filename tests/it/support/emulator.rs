@@ -161,8 +161,8 @@ impl Emulator {
     }
 }
 
-/// Undoes chunked transfer encoding where the emulator used it.
-fn dechunk(body: &str) -> String {
+/// Undoes chunked transfer encoding where an emulator used it.
+pub fn dechunk(body: &str) -> String {
     let mut out = String::new();
     let mut rest = body;
     loop {

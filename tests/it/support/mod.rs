@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod licences;
 pub mod moto;
 pub mod pgbouncer;
+pub mod rie;
 pub mod scripted;
 
 use std::path::{Path, PathBuf};
