@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, ConfigError, Lookup, Source};
+use super::{bad, typed, ConfigError, Lookup, Source};
 use crate::secret::{Secret, SecretFormat};
 
 const DESTINATIONS: &str = "HOOKCLAIM_DESTINATIONS";
@@ -90,39 +90,45 @@ impl Target {
 /// Each source's destinations, in the order they are called.
 pub type Destinations = BTreeMap<String, Vec<DestinationConfig>>;
 
-/// One destination as written in `HOOKCLAIM_DESTINATIONS`.
+/// One destination's own settings as written in `HOOKCLAIM_DESTINATIONS`, by kind; the settings
+/// every kind shares are [`Common`].
 #[derive(Debug, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum Spec {
     Sqs {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
         queue_url: String,
         group_pointer: Option<String>,
     },
     EventBridge {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
         bus: Option<String>,
         source: Option<String>,
         detail_type: Option<String>,
     },
     StepFunctions {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
         state_machine_arn: String,
     },
     Http {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
         url: String,
         secret_env: String,
-        conflict: Option<String>,
+        conflict: Option<Conflict>,
     },
+}
+
+/// What a 409 from an HTTP destination means.
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Conflict {
+    Retry,
+    Done,
+}
+
+/// The settings every kind shares.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Common {
+    name: Option<String>,
+    timeout_ms: Option<u64>,
+    max_bytes: Option<usize>,
 }
 
 /// Reads `HOOKCLAIM_DESTINATIONS`, which `HOOKCLAIM_PROCESSOR=destinations` requires. An HTTP
@@ -156,8 +162,7 @@ pub fn parse(json: &str, get: Lookup<'_>) -> Result<Destinations, ConfigError> {
                     format!("source {source:?}, destination {}: {problem}", i + 1),
                 )
             };
-            let spec: Spec = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
-            let destination = destination(&source, spec, get).map_err(at)?;
+            let destination = destination(&source, value, get).map_err(at)?;
             if !names.insert(destination.name.clone()) {
                 return Err(at(format!(
                     "another destination of this source is named {:?}; give each a \"name\"",
@@ -186,76 +191,40 @@ pub(super) fn check_sources(
     }
 }
 
-/// The settings every kind shares, as written.
-struct Common {
-    name: Option<String>,
-    timeout_ms: Option<u64>,
-    max_bytes: Option<usize>,
-}
-
 /// One kind's own settings, read: its target, the name it gets by default and the most a
 /// message to it may hold (`None`: no limit).
 type Kind = (Target, String, Option<usize>);
 
-fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationConfig, String> {
-    let (common, (target, default_name, limit)) = match spec {
+fn destination(
+    source: &str,
+    value: serde_json::Value,
+    get: Lookup<'_>,
+) -> Result<DestinationConfig, String> {
+    let serde_json::Value::Object(mut object) = value else {
+        return Err("a destination is a JSON object with a \"kind\"".into());
+    };
+    let common: serde_json::Map<_, _> = ["name", "timeout_ms", "max_bytes"]
+        .into_iter()
+        .filter_map(|k| object.remove_entry(k))
+        .collect();
+    let common: Common = typed(common)?;
+    let spec: Spec = typed(object)?;
+    let (target, default_name, limit) = match spec {
         Spec::Sqs {
-            name,
-            timeout_ms,
-            max_bytes,
             queue_url,
             group_pointer,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            sqs(queue_url, group_pointer)?,
-        ),
+        } => sqs(queue_url, group_pointer)?,
         Spec::EventBridge {
-            name,
-            timeout_ms,
-            max_bytes,
             bus,
             source: event_source,
             detail_type,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            eventbridge(source, bus, event_source, detail_type)?,
-        ),
-        Spec::StepFunctions {
-            name,
-            timeout_ms,
-            max_bytes,
-            state_machine_arn,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            step_functions(state_machine_arn)?,
-        ),
+        } => eventbridge(source, bus, event_source, detail_type)?,
+        Spec::StepFunctions { state_machine_arn } => step_functions(state_machine_arn)?,
         Spec::Http {
-            name,
-            timeout_ms,
-            max_bytes,
             url,
             secret_env,
             conflict,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            http_endpoint(url, secret_env, conflict, get)?,
-        ),
+        } => http_endpoint(url, secret_env, conflict, get)?,
     };
     let name = common.name.unwrap_or(default_name);
     let name_ok =
@@ -370,7 +339,7 @@ fn step_functions(state_machine_arn: String) -> Result<Kind, String> {
 fn http_endpoint(
     url: String,
     secret_env: String,
-    conflict: Option<String>,
+    conflict: Option<Conflict>,
     get: Lookup<'_>,
 ) -> Result<Kind, String> {
     let url = url
@@ -391,11 +360,7 @@ fn http_endpoint(
         .ok_or_else(|| {
             format!("{secret_env} is not a Standard Webhooks secret (whsec_ and base64)")
         })?;
-    let conflict_is_done = match conflict.as_deref().unwrap_or("retry") {
-        "retry" => false,
-        "done" => true,
-        other => return Err(format!("conflict {other:?} is not one of retry, done")),
-    };
+    let conflict_is_done = conflict == Some(Conflict::Done);
     let host = url.host().unwrap_or_default().to_owned();
     let target = Target::Http {
         url,

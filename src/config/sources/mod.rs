@@ -4,15 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::{bad, int, ConfigError, Lookup};
 use crate::handshake::Handshake;
-use crate::verify::{
-    presets, Algorithm, Field, HmacScheme, IdLocation, MessagePart, Scheme, SignatureEncoding,
-    SignatureFormat, SignedScheme, TimestampFrom, TimestampRule, TimestampUnit, TokenScheme,
-    Tolerance, DEFAULT_TOLERANCE_SECS,
-};
+use crate::verify::Scheme;
+
+mod kinds;
+mod settings;
 
 const SOURCES: &str = "HOOKCLAIM_SOURCES";
 
@@ -91,51 +88,6 @@ impl std::fmt::Debug for SecretsFrom {
     }
 }
 
-/// How a source is written in `HOOKCLAIM_SOURCES`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SourceSpec {
-    kind: String,
-    tolerance_secs: Option<u64>,
-    max_body_bytes: Option<usize>,
-    long_key_retention: Option<bool>,
-    replay_guard: Option<bool>,
-    // hmac, signed
-    signature_header: Option<String>,
-    prefix: Option<String>,
-    encoding: Option<String>,
-    // signed
-    algorithm: Option<String>,
-    signature_list: Option<SignatureListSpec>,
-    message: Option<Vec<serde_json::Value>>,
-    timestamp_header: Option<String>,
-    timestamp_pointer: Option<String>,
-    timestamp_unit: Option<String>,
-    timestamp_past_only: Option<bool>,
-    // token
-    token_header: Option<String>,
-    // ids and types (hmac, signed, token)
-    id_header: Option<String>,
-    id_pointer: Option<String>,
-    id_pointers: Option<Vec<String>>,
-    event_type_pointer: Option<String>,
-    event_type_header: Option<String>,
-    // presets
-    public_url: Option<String>,
-    verify_token: Option<String>,
-    // standard
-    secret_encoding: Option<String>,
-}
-
-/// `"signature_list": {"separator": ";", "signature_key": "h1", "timestamp_key": "ts"}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SignatureListSpec {
-    separator: String,
-    signature_key: String,
-    timestamp_key: Option<String>,
-}
-
 /// Reads `HOOKCLAIM_SOURCES`, which is required.
 pub(super) fn read_sources(get: Lookup<'_>) -> Result<BTreeMap<String, Source>, ConfigError> {
     let raw = get(SOURCES).ok_or_else(|| {
@@ -186,7 +138,7 @@ pub(super) fn read_secrets(get: Lookup<'_>) -> Result<Option<SecretsFrom>, Confi
 
 /// Parses `HOOKCLAIM_SOURCES`.
 pub fn parse_sources(json: &str) -> Result<BTreeMap<String, Source>, ConfigError> {
-    let specs: BTreeMap<String, SourceSpec> =
+    let specs: BTreeMap<String, serde_json::Map<String, serde_json::Value>> =
         serde_json::from_str(json).map_err(|e| bad(SOURCES, format!("invalid JSON: {e}")))?;
     if specs.is_empty() {
         return Err(bad(SOURCES, "no source configured"));
@@ -201,10 +153,18 @@ pub fn parse_sources(json: &str) -> Result<BTreeMap<String, Source>, ConfigError
         .collect()
 }
 
-/// The kinds that are not presets.
-const KINDS: &[&str] = &["stripe", "github", "standard", "hmac", "signed", "token"];
+/// The settings every kind reads.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Common {
+    max_body_bytes: Option<usize>,
+    long_key_retention: Option<bool>,
+    replay_guard: Option<bool>,
+}
 
-fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
+/// One source: its name checked, the settings every kind shares taken out, and the rest read
+/// as its kind's settings.
+fn source(name: &str, mut spec: serde_json::Map<String, serde_json::Value>) -> Result<Source, String> {
     let name_ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -213,68 +173,24 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     if !name_ok {
         return Err("names are 1-64 characters of a-z, 0-9, - and _".into());
     }
-    let kind = spec.kind.clone();
-    let kind = kind.as_str();
-    settings_apply(&spec, kind)?;
-    if let Some(t) = spec.tolerance_secs {
-        if !(1..=MAX_TOLERANCE_SECS).contains(&t) {
-            return Err(format!(
-                "tolerance_secs must be 1..={MAX_TOLERANCE_SECS}: far below the key retention, \
-                 which a signed timestamp shortens to RETENTION_DAYS"
-            ));
-        }
+    if spec.contains_key("verify_token") {
+        return Err("verify_token is a secret: put it in the secrets document \
+                    (HOOKCLAIM_SECRETS, or the Secrets Manager secret HOOKCLAIM_SECRETS_ARN \
+                    names) under \"<source>.verify_token\", beside the source's secret, not \
+                    in HOOKCLAIM_SOURCES"
+            .into());
     }
-    let tolerance_given = spec.tolerance_secs.is_some();
-    let tolerance_secs = spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
-    let max_body_bytes = spec.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
-    let long_key_retention = spec.long_key_retention;
-    let replay_guard = spec.replay_guard;
-    let mut handshake = None;
-    let scheme = match kind {
-        "stripe" => Scheme::Stripe { tolerance_secs },
-        "github" => Scheme::Github,
-        "standard" => Scheme::Standard {
-            tolerance_secs,
-            raw_secrets: match spec.secret_encoding.as_deref().unwrap_or("base64") {
-                "base64" => false,
-                "raw" => true,
-                other => return Err(format!("secret_encoding {other:?} is not base64 or raw")),
-            },
-        },
-        "hmac" => {
-            let signature_header = header_name(spec.signature_header.as_deref())
-                .ok_or("kind hmac needs a valid signature_header")?;
-            let encoding = encoding(spec.encoding.as_deref())?;
-            let id = id_location(spec.id_header, spec.id_pointer, None)?;
-            Scheme::Hmac(HmacScheme {
-                signature_header,
-                prefix: spec.prefix.unwrap_or_default(),
-                encoding,
-                id,
-                event_type_pointer: pointer(spec.event_type_pointer, "event_type_pointer")?,
-            })
-        }
-        "signed" => {
-            let scheme = signed(spec, tolerance_secs)?;
-            if tolerance_given && scheme.timestamp.is_none() {
-                return Err("tolerance_secs needs a timestamp (timestamp_header, \
-                            timestamp_pointer or signature_list.timestamp_key)"
-                    .into());
-            }
-            Scheme::Signed(scheme)
-        }
-        "token" => Scheme::Token(TokenScheme {
-            token_header: header_name(spec.token_header.as_deref())
-                .ok_or("kind token needs a valid token_header")?,
-            id: id_location(spec.id_header, spec.id_pointer, spec.id_pointers)?,
-            event_type: event_type(spec.event_type_header, spec.event_type_pointer)?,
-        }),
-        preset => {
-            let (scheme, preset_handshake) = preset_source(preset, spec)?;
-            handshake = preset_handshake;
-            scheme
-        }
+    let kind = match spec.remove("kind") {
+        Some(serde_json::Value::String(kind)) => kind,
+        _ => return Err("needs a \"kind\": a string".into()),
     };
+    let common = settings::COMMON
+        .iter()
+        .filter_map(|k| spec.remove_entry(*k))
+        .collect();
+    let common: Common = settings::typed(common)?;
+    let (scheme, handshake) = kinds::scheme(&kind, spec)?;
+    let max_body_bytes = common.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
     if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_LIMIT {
         return Err(format!(
             "max_body_bytes must be 1..={MAX_BODY_BYTES_LIMIT}: Lambda accepts requests up to \
@@ -284,358 +200,451 @@ fn source(name: &str, spec: SourceSpec) -> Result<Source, String> {
     }
     Ok(Source {
         name: name.to_string(),
-        long_key_retention: long_key_retention.unwrap_or(!scheme.refuses_old_requests()),
-        replay_guard: replay_guard.unwrap_or(scheme.needs_replay_guard()),
+        long_key_retention: common
+            .long_key_retention
+            .unwrap_or(!scheme.refuses_old_requests()),
+        replay_guard: common
+            .replay_guard
+            .unwrap_or(scheme.needs_replay_guard()),
         scheme,
         max_body_bytes,
         handshake,
     })
 }
 
-/// Refuses a setting the source's kind does not read, so a typo'd kind or a setting that would
-/// be ignored never passes silently.
-fn settings_apply(spec: &SourceSpec, kind: &str) -> Result<(), String> {
-    if spec.verify_token.is_some() {
-        return Err("verify_token is a secret: put it in the secrets document \
-                    (HOOKCLAIM_SECRETS, or the Secrets Manager secret HOOKCLAIM_SECRETS_ARN \
-                    names) under \"<source>.verify_token\", beside the source's secret, not \
-                    in HOOKCLAIM_SOURCES"
-            .into());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::{HmacScheme, IdLocation, SignatureEncoding};
+
+    #[test]
+    fn the_largest_body_limit_fits_lambdas_request_when_base64_encoded() {
+        let at_limit =
+            format!(r#"{{"big":{{"kind":"github","max_body_bytes":{MAX_BODY_BYTES_LIMIT}}}}}"#);
+        assert!(parse_sources(&at_limit).is_ok());
+        let over = format!(
+            r#"{{"big":{{"kind":"github","max_body_bytes":{}}}}}"#,
+            MAX_BODY_BYTES_LIMIT + 1
+        );
+        let err = parse_sources(&over).unwrap_err();
+        assert!(err.problem.contains("base64"), "{err}");
+        // base64 of the largest body, plus the envelope allowance, is within Lambda's limit.
+        assert!(
+            MAX_BODY_BYTES_LIMIT.div_ceil(3) * 4 + EVENT_ENVELOPE_ALLOWANCE
+                <= LAMBDA_REQUEST_LIMIT
+        );
     }
-    // Presets read tolerance_secs when they sign a timestamp (checked with the preset).
-    let timestamped: &[&str] = if presets::lookup(kind).is_some() {
-        &[kind]
-    } else {
-        &["stripe", "standard", "signed"]
-    };
-    let settings: [(&str, bool, &[&str]); 23] = [
-        ("tolerance_secs", spec.tolerance_secs.is_some(), timestamped),
-        (
-            "signature_header",
-            spec.signature_header.is_some(),
-            &["hmac", "signed"],
-        ),
-        ("prefix", spec.prefix.is_some(), &["hmac", "signed"]),
-        ("encoding", spec.encoding.is_some(), &["hmac", "signed"]),
-        ("algorithm", spec.algorithm.is_some(), &["signed"]),
-        ("signature_list", spec.signature_list.is_some(), &["signed"]),
-        ("message", spec.message.is_some(), &["signed"]),
-        (
-            "timestamp_header",
-            spec.timestamp_header.is_some(),
-            &["signed"],
-        ),
-        (
-            "timestamp_pointer",
-            spec.timestamp_pointer.is_some(),
-            &["signed"],
-        ),
-        ("timestamp_unit", spec.timestamp_unit.is_some(), &["signed"]),
-        (
-            "timestamp_past_only",
-            spec.timestamp_past_only.is_some(),
-            &["signed"],
-        ),
-        ("token_header", spec.token_header.is_some(), &["token"]),
-        (
-            "id_header",
-            spec.id_header.is_some(),
-            &["hmac", "signed", "token"],
-        ),
-        (
-            "id_pointer",
-            spec.id_pointer.is_some(),
-            &["hmac", "signed", "token"],
-        ),
-        (
-            "id_pointers",
-            spec.id_pointers.is_some(),
-            &["signed", "token"],
-        ),
-        (
-            "event_type_pointer",
-            spec.event_type_pointer.is_some(),
-            &["hmac", "signed", "token"],
-        ),
-        (
-            "event_type_header",
-            spec.event_type_header.is_some(),
-            &["signed", "token"],
-        ),
-        (
-            "public_url",
-            spec.public_url.is_some(),
-            &["signed", "twilio", "square", "hubspot"],
-        ),
-        (
-            "secret_encoding",
-            spec.secret_encoding.is_some(),
-            &["standard"],
-        ),
-        ("stripe", false, &[]),
-        ("github", false, &[]),
-        ("standard", false, &[]),
-        ("hmac", false, &[]),
-    ];
-    if let Some((field, _, kinds)) = settings
-        .iter()
-        .find(|(_, set, kinds)| *set && !kinds.contains(&kind))
-    {
-        return Err(format!(
-            "{field} does not apply to kind {kind} (only to {})",
-            kinds.join(", ")
-        ));
+
+    #[test]
+    fn hmac_source_reads_every_field() {
+        let s = parse_sources(
+            r#"{"acme":{"kind":"hmac","signature_header":"X-Sig","prefix":"sha256=",
+                "encoding":"base64","id_pointer":"/id","event_type_pointer":"/event"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s["acme"].scheme,
+            Scheme::Hmac(HmacScheme {
+                signature_header: "X-Sig".into(),
+                prefix: "sha256=".into(),
+                encoding: SignatureEncoding::Base64,
+                id: IdLocation::JsonPointer("/id".into()),
+                event_type_pointer: Some("/event".into()),
+            })
+        );
     }
-    Ok(())
-}
 
-/// The scheme and handshake of a named provider preset (`"kind": "slack"`, …).
-fn preset_source(kind: &str, spec: SourceSpec) -> Result<(Scheme, Option<Handshake>), String> {
-    let Some(preset) = presets::lookup(kind) else {
-        let presets: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
-        return Err(format!(
-            "kind {kind:?} is not one of {}, or a preset: {}",
-            KINDS.join(", "),
-            presets.join(", ")
-        ));
-    };
-    if spec.tolerance_secs.is_some() && preset.default_tolerance_secs.is_none() {
-        return Err(format!(
-            "tolerance_secs does not apply to kind {kind}: it signs no timestamp"
-        ));
-    }
-    let public_url = match (preset.needs_public_url, spec.public_url) {
-        (true, Some(url)) => public_url(&url)?,
-        (true, None) => {
-            return Err(format!(
-                "kind {kind} needs public_url: the URL the provider posts to, which it signs"
-            ))
-        }
-        (false, _) => String::new(),
-    };
-    let handshake = match kind {
-        "slack" => Some(Handshake::Slack),
-        "zoom" => Some(Handshake::Zoom),
-        "twitch" => Some(Handshake::Twitch),
-        "discord" => Some(Handshake::Discord),
-        // Its verify token is a secret, in the secrets document with the app secret.
-        "meta" => Some(Handshake::Meta),
-        _ => None,
-    };
-    Ok((preset.scheme(spec.tolerance_secs, &public_url), handshake))
-}
-
-fn header_name(name: Option<&str>) -> Option<String> {
-    name.filter(|h| http::HeaderName::from_bytes(h.as_bytes()).is_ok())
-        .map(str::to_owned)
-}
-
-fn encoding(text: Option<&str>) -> Result<SignatureEncoding, String> {
-    match text.unwrap_or("hex") {
-        "hex" => Ok(SignatureEncoding::Hex),
-        "base64" => Ok(SignatureEncoding::Base64),
-        other => Err(format!("encoding {other:?} is not hex or base64")),
-    }
-}
-
-fn pointer(p: Option<String>, field: &str) -> Result<Option<String>, String> {
-    match p {
-        Some(p) if !p.starts_with('/') => Err(format!("{field} must be a JSON pointer like /type")),
-        p => Ok(p),
-    }
-}
-
-fn public_url(url: &str) -> Result<String, String> {
-    let ok = (url.starts_with("https://") || url.starts_with("http://"))
-        && !url.contains(['?', '#'])
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
-    if ok {
-        Ok(url.to_owned())
-    } else {
-        Err("public_url must be an http(s) URL without query string or fragment".into())
-    }
-}
-
-fn id_location(
-    header: Option<String>,
-    json_pointer: Option<String>,
-    pointers: Option<Vec<String>>,
-) -> Result<IdLocation, String> {
-    Ok(match (header, json_pointer, pointers) {
-        (Some(h), None, None) => {
-            IdLocation::Header(header_name(Some(&h)).ok_or("id_header is not a valid header name")?)
-        }
-        (None, Some(p), None) => {
-            IdLocation::JsonPointer(pointer(Some(p), "id_pointer")?.unwrap_or_default())
-        }
-        (None, None, Some(ps)) => {
-            if ps.is_empty() || ps.iter().any(|p| !p.starts_with('/')) {
-                return Err("id_pointers must be a non-empty list of JSON pointers".into());
-            }
-            IdLocation::Composite(ps)
-        }
-        (None, None, None) => IdLocation::BodySha256,
-        _ => return Err("give one of id_header, id_pointer or id_pointers".into()),
-    })
-}
-
-fn event_type(
-    header: Option<String>,
-    json_pointer: Option<String>,
-) -> Result<Option<Field>, String> {
-    match (header, json_pointer) {
-        (Some(_), Some(_)) => Err("give event_type_header or event_type_pointer, not both".into()),
-        (Some(h), None) => Ok(Some(Field::Header(
-            header_name(Some(&h)).ok_or("event_type_header is not a valid header name")?,
-        ))),
-        (None, p) => Ok(pointer(p, "event_type_pointer")?.map(Field::Pointer)),
-    }
-}
-
-/// The `signed` kind's settings.
-fn signed(spec: SourceSpec, tolerance_secs: u64) -> Result<SignedScheme, String> {
-    let signature_header = header_name(spec.signature_header.as_deref())
-        .ok_or("kind signed needs a valid signature_header")?;
-    let algorithm = match spec.algorithm.as_deref().unwrap_or("sha256") {
-        "sha1" => Algorithm::Sha1,
-        "sha256" => Algorithm::Sha256,
-        "sha512" => Algorithm::Sha512,
-        other => return Err(format!("algorithm {other:?} is not sha1, sha256 or sha512")),
-    };
-    let format = match (spec.prefix, spec.signature_list) {
-        (Some(_), Some(_)) => return Err("give prefix or signature_list, not both".into()),
-        (prefix, None) => SignatureFormat::Prefixed(prefix.unwrap_or_default()),
-        (None, Some(list)) => {
-            let mut chars = list.separator.chars();
-            let (Some(separator), None) = (chars.next(), chars.next()) else {
-                return Err("signature_list.separator must be one character".into());
-            };
-            if list.signature_key.is_empty() || list.timestamp_key.as_deref() == Some("") {
-                return Err("signature_list keys must not be empty".into());
-            }
-            SignatureFormat::List {
-                separator,
-                signature_key: list.signature_key,
-                timestamp_key: list.timestamp_key,
-            }
-        }
-    };
-    let in_signature = matches!(
-        &format,
-        SignatureFormat::List {
-            timestamp_key: Some(_),
-            ..
-        }
-    );
-    let from =
-        match (spec.timestamp_header, spec.timestamp_pointer, in_signature) {
-            (None, None, false) => None,
-            (Some(h), None, false) => Some(TimestampFrom::Header(
-                header_name(Some(&h)).ok_or("timestamp_header is not a valid header name")?,
-            )),
-            (None, Some(p), false) => Some(TimestampFrom::Body(
-                pointer(Some(p), "timestamp_pointer")?.unwrap_or_default(),
-            )),
-            (None, None, true) => Some(TimestampFrom::Signature),
-            _ => return Err(
-                "give one of timestamp_header, timestamp_pointer or signature_list.timestamp_key"
-                    .into(),
-            ),
+    #[test]
+    fn signed_source_reads_every_field() {
+        use crate::verify::{
+            Algorithm, Field, MessagePart, SignatureFormat, SignedParts, SignedScheme,
+            TimestampFrom, TimestampRule, TimestampUnit, Tolerance,
         };
-    let timestamp = match from {
-        Some(from) => Some(TimestampRule {
-            from,
-            unit: match spec.timestamp_unit.as_deref().unwrap_or("s") {
-                "s" => TimestampUnit::Seconds,
-                "ms" => TimestampUnit::Millis,
-                "rfc3339" => TimestampUnit::Rfc3339,
-                other => return Err(format!("timestamp_unit {other:?} is not s, ms or rfc3339")),
+        let s = parse_sources(
+            r#"{"paddle-like":{"kind":"signed","signature_header":"Sig","algorithm":"sha512",
+                "encoding":"base64",
+                "signature_list":{"separator":";","signature_key":"h1","timestamp_key":"ts"},
+                "message":["method","url",{"text":":"},"timestamp",{"header":"X-Extra"},"body"],
+                "timestamp_unit":"ms","timestamp_past_only":true,"tolerance_secs":60,
+                "id_pointers":["/a","/b"],"event_type_header":"X-Type",
+                "public_url":"https://example.com/hook"}}"#,
+        )
+        .unwrap();
+        let expected = SignedScheme::new(SignedParts {
+            algorithm: Algorithm::Sha512,
+            signature_header: "Sig".into(),
+            encoding: SignatureEncoding::Base64,
+            format: SignatureFormat::List {
+                separator: ';',
+                signature_key: "h1".into(),
+                timestamp_key: Some("ts".into()),
             },
-            tolerance: if spec.timestamp_past_only.unwrap_or(false) {
-                Tolerance::Past(tolerance_secs)
+            message: vec![
+                MessagePart::Method,
+                MessagePart::Url,
+                MessagePart::Text(":".into()),
+                MessagePart::Timestamp,
+                MessagePart::Header("X-Extra".into()),
+                MessagePart::Body,
+            ],
+            timestamp: Some(TimestampRule {
+                from: TimestampFrom::Signature,
+                unit: TimestampUnit::Millis,
+                tolerance: Tolerance::Past(60),
+            }),
+            id: IdLocation::Composite(vec!["/a".into(), "/b".into()]),
+            event_type: Some(Field::Header("X-Type".into())),
+            public_url: Some("https://example.com/hook".into()),
+        })
+        .unwrap();
+        assert_eq!(s["paddle-like"].scheme, Scheme::Signed(expected));
+    }
+
+    #[test]
+    fn every_preset_parses_and_bad_settings_are_named() {
+        for preset in crate::verify::presets::PRESETS {
+            let url = if preset.needs_public_url {
+                r#","public_url":"https://example.com/x""#
             } else {
-                Tolerance::Both(tolerance_secs)
-            },
-        }),
-        None => {
-            if spec.timestamp_unit.is_some() || spec.timestamp_past_only.is_some() {
-                return Err("timestamp_unit and timestamp_past_only need a timestamp".into());
-            }
-            None
+                ""
+            };
+            let json = format!(r#"{{"s":{{"kind":"{}"{url}}}}}"#, preset.name);
+            let s = parse_sources(&json).unwrap_or_else(|e| panic!("{}: {e}", preset.name));
+            assert_eq!(
+                s["s"].handshake.is_some(),
+                ["slack", "zoom", "twitch", "discord", "meta"].contains(&preset.name)
+            );
         }
-    };
-    let id = id_location(spec.id_header, spec.id_pointer, spec.id_pointers)?;
-    let message = spec
-        .message
-        .unwrap_or_else(|| vec![serde_json::Value::from("body")])
-        .iter()
-        .map(|part| message_part(part, &id, timestamp.is_some()))
-        .collect::<Result<Vec<_>, _>>()?;
-    if message.is_empty() || !message.contains(&MessagePart::Body) {
-        return Err("message must include the body".into());
+        let refused = [
+            (r#"{"s":{"kind":"twilio"}}"#, "needs public_url"),
+            (
+                r#"{"s":{"kind":"slack","public_url":"https://x"}}"#,
+                "public_url does not apply",
+            ),
+            (
+                r#"{"s":{"kind":"square","public_url":"https://x/?a=b"}}"#,
+                "without query",
+            ),
+            (
+                r#"{"s":{"kind":"slack","verify_token":"t"}}"#,
+                "verify_token is a secret: put it in the secrets document",
+            ),
+            (
+                r#"{"s":{"kind":"gitlab","tolerance_secs":5}}"#,
+                "signs no timestamp",
+            ),
+            (
+                r#"{"s":{"kind":"stripe","secret_encoding":"raw"}}"#,
+                "does not apply",
+            ),
+            (
+                r#"{"s":{"kind":"standard","secret_encoding":"hex"}}"#,
+                "secret_encoding: unknown variant `hex`, expected `base64` or `raw`",
+            ),
+            (r#"{"s":{"kind":"nope"}}"#, "or a preset: slack"),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":["timestamp"]}}"#,
+                "needs a timestamp setting",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":["id"]}}"#,
+                "needs id_header",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"text":"x"}]}}"#,
+                "must include the body",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":["url","body"]}}"#,
+                "needs public_url",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"bogus":"x"}]}}"#,
+                "message[0]: unknown variant `bogus`, expected one of `body`, `timestamp`, `id`, \
+                 `method`, `url`, `header`, `text`",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","algorithm":"md5"}}"#,
+                "algorithm: unknown variant `md5`, expected one of `sha1`, `sha256`, `sha512`",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","prefix":"v=","signature_list":{"separator":",","signature_key":"v1"}}}"#,
+                "not both",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","timestamp_pointer":"/t"}}"#,
+                "give one of timestamp_header",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_unit":"ms"}}"#,
+                "timestamp_unit and timestamp_past_only need a timestamp",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","message":["timestamp","body"],"timestamp_unit":"h"}}"#,
+                "timestamp_unit: unknown variant `h`, expected one of `s`, `ms`, `rfc3339`",
+            ),
+            (r#"{"s":{"kind":"token"}}"#, "needs a valid token_header"),
+            (
+                r#"{"s":{"kind":"hmac","signature_header":"S","id_pointers":["/a"]}}"#,
+                "id_pointers does not apply",
+            ),
+        ];
+        for (json, expected) in refused {
+            let err = parse_sources(json).unwrap_err().to_string();
+            assert!(err.contains(expected), "{json}: {err}");
+        }
     }
-    if message.contains(&MessagePart::Url) && spec.public_url.is_none() {
-        return Err("a url message part needs public_url".into());
-    }
-    let public_url = spec.public_url.as_deref().map(public_url).transpose()?;
-    let scheme = SignedScheme {
-        algorithm,
-        signature_header,
-        other_signature_headers: Vec::new(),
-        encoding: encoding(spec.encoding.as_deref())?,
-        format,
-        message,
-        timestamp,
-        id,
-        event_type: event_type(spec.event_type_header, spec.event_type_pointer)?,
-        public_url,
-    };
-    // A timestamp the signature does not cover is no protection: a captured request with the
-    // timestamp rewritten would pass the tolerance check. (A body field is always covered.)
-    if scheme.signs_timestamp() == Some(false) {
-        let setting = if in_signature {
-            "signature_list.timestamp_key"
-        } else {
-            "timestamp_header"
-        };
-        return Err(format!(
-            "{setting} names a timestamp the signature does not cover: add \"timestamp\" (or \
-             the timestamp header) to message, or remove the timestamp setting"
-        ));
-    }
-    Ok(scheme)
-}
 
-/// One `message` entry: `"body"`, `"timestamp"`, `"id"`, `"method"`, `"url"`,
-/// `{"header": NAME}` or `{"text": LITERAL}`.
-fn message_part(
-    part: &serde_json::Value,
-    id: &IdLocation,
-    has_timestamp: bool,
-) -> Result<MessagePart, String> {
-    let bad = || {
-        "message parts are \"body\", \"timestamp\", \"id\", \"method\", \"url\", \
-         {\"header\": NAME} or {\"text\": LITERAL}"
-            .to_string()
-    };
-    if let Some(name) = part.as_str() {
-        return match name {
-            "body" => Ok(MessagePart::Body),
-            "timestamp" if has_timestamp => Ok(MessagePart::Timestamp),
-            "timestamp" => Err("a timestamp message part needs a timestamp setting".into()),
-            "id" if matches!(id, IdLocation::Header(_)) => Ok(MessagePart::Id),
-            "id" => Err("an id message part needs id_header".into()),
-            "method" => Ok(MessagePart::Method),
-            "url" => Ok(MessagePart::Url),
-            _ => Err(bad()),
-        };
+    #[test]
+    fn meta_verify_token_is_refused_in_plain_configuration_and_never_printed() {
+        let err =
+            parse_sources(r#"{"m":{"kind":"meta","verify_token":"hookclaim-meta-verify-token"}}"#)
+                .unwrap_err();
+        assert_eq!(err.setting, "HOOKCLAIM_SOURCES");
+        assert!(
+            err.problem
+                .contains("verify_token is a secret: put it in the secrets document")
+                && err.problem.contains("HOOKCLAIM_SECRETS"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hookclaim-meta-verify-token"));
+        // Where it belongs, a Meta source needs nothing but its kind.
+        let s = parse_sources(r#"{"m":{"kind":"meta"}}"#).unwrap();
+        assert_eq!(s["m"].handshake, Some(crate::handshake::Handshake::Meta));
     }
-    let object = part.as_object().filter(|o| o.len() == 1).ok_or_else(bad)?;
-    match object.iter().next() {
-        Some((k, serde_json::Value::String(v))) if k == "header" => Ok(MessagePart::Header(
-            header_name(Some(v)).ok_or("message header is not a valid header name")?,
-        )),
-        Some((k, serde_json::Value::String(v))) if k == "text" => Ok(MessagePart::Text(v.clone())),
-        _ => Err(bad()),
+
+    #[test]
+    fn replay_guard_is_on_where_the_signature_covers_neither_the_id_nor_a_checked_timestamp() {
+        let mut sources = serde_json::Map::new();
+        for preset in crate::verify::presets::PRESETS {
+            let mut spec = serde_json::json!({"kind": preset.name});
+            if preset.needs_public_url {
+                spec["public_url"] = "https://hooks.example.com/x".into();
+            }
+            sources.insert(preset.name.to_owned(), spec);
+        }
+        let more = serde_json::json!({
+            "stripe": {"kind": "stripe"},
+            "github": {"kind": "github"},
+            "standard": {"kind": "standard"},
+            "hmac-id-header": {"kind": "hmac", "signature_header": "X-Sig", "id_header": "X-Id"},
+            "hmac-id-pointer": {"kind": "hmac", "signature_header": "X-Sig", "id_pointer": "/id"},
+            "hmac-body-hash": {"kind": "hmac", "signature_header": "X-Sig"},
+            "signed-id-header": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id"},
+            "signed-id-signed": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id",
+                "message": ["id", {"text": "."}, "body"]},
+            "signed-timestamp": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id",
+                "timestamp_header": "X-Ts", "message": ["timestamp", "body"]},
+            "signed-body-timestamp": {"kind": "signed", "signature_header": "X-Sig",
+                "id_header": "X-Id", "timestamp_pointer": "/ts"},
+            "token-id-header": {"kind": "token", "token_header": "X-Token", "id_header": "X-Id"},
+            "token-id-pointer": {"kind": "token", "token_header": "X-Token", "id_pointer": "/id"},
+            "github-off": {"kind": "github", "replay_guard": false},
+            "stripe-on": {"kind": "stripe", "replay_guard": true},
+        });
+        sources.extend(more.as_object().unwrap().clone());
+        let sources = parse_sources(&serde_json::Value::Object(sources).to_string()).unwrap();
+        let guarded: Vec<&str> = sources
+            .values()
+            .filter(|s| s.replay_guard)
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(
+            guarded,
+            [
+                "bitbucket",
+                "github",
+                "gitlab",
+                "hmac-id-header",
+                "shopify",
+                "signed-id-header",
+                "stripe-on",
+                "token-id-header",
+                "token-id-pointer",
+                "twilio",
+            ]
+        );
+        assert!(sources.len() > 30);
+    }
+
+    #[test]
+    fn a_timestamp_counts_only_when_signed_and_the_tolerance_is_bounded_and_read_where_it_applies()
+    {
+        let refused = [
+            // A timestamp the message does not include: rewriting it would pass the check.
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T"}}"#,
+                "timestamp_header names a timestamp the signature does not cover",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"header":"X-Other"},"body"],"timestamp_header":"T"}}"#,
+                "timestamp_header names a timestamp the signature does not cover",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","signature_list":{"separator":",","signature_key":"v1","timestamp_key":"t"}}}"#,
+                "signature_list.timestamp_key names a timestamp the signature does not cover",
+            ),
+            // The tolerance is bounded, well below the key retention.
+            (
+                r#"{"s":{"kind":"stripe","tolerance_secs":31536000}}"#,
+                "tolerance_secs must be 1..=3600",
+            ),
+            (
+                r#"{"s":{"kind":"standard","tolerance_secs":3601}}"#,
+                "tolerance_secs must be 1..=3600",
+            ),
+            (
+                r#"{"s":{"kind":"slack","tolerance_secs":0}}"#,
+                "tolerance_secs must be 1..=3600",
+            ),
+            // And refused where nothing timestamped is signed.
+            (
+                r#"{"s":{"kind":"github","tolerance_secs":300}}"#,
+                "tolerance_secs does not apply to kind github",
+            ),
+            (
+                r#"{"s":{"kind":"hmac","signature_header":"S","tolerance_secs":300}}"#,
+                "tolerance_secs does not apply to kind hmac",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","tolerance_secs":300}}"#,
+                "tolerance_secs does not apply to kind token",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","tolerance_secs":300}}"#,
+                "tolerance_secs needs a timestamp",
+            ),
+            (
+                r#"{"s":{"kind":"shopify","tolerance_secs":300}}"#,
+                "signs no timestamp",
+            ),
+        ];
+        for (json, expected) in refused {
+            let err = parse_sources(json).unwrap_err();
+            assert_eq!(err.setting, "HOOKCLAIM_SOURCES");
+            assert!(err.problem.contains(expected), "{json}: {err}");
+        }
+        let accepted = [
+            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","message":["timestamp","body"],"tolerance_secs":3600}}"#,
+            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","message":[{"header":"t"},"body"]}}"#,
+            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_pointer":"/ts","tolerance_secs":1}}"#,
+            r#"{"s":{"kind":"stripe","tolerance_secs":600}}"#,
+            r#"{"s":{"kind":"paddle","tolerance_secs":60}}"#,
+        ];
+        for json in accepted {
+            let s = parse_sources(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert!(s["s"].scheme.refuses_old_requests(), "{json}");
+            assert!(!s["s"].long_key_retention, "{json}");
+        }
+    }
+
+    #[test]
+    fn every_source_error_names_the_source_and_the_setting() {
+        let refused = [
+            (r#"{"#, "HOOKCLAIM_SOURCES: invalid JSON"),
+            (r#"{}"#, "HOOKCLAIM_SOURCES: no source configured"),
+            (r#"{"X Y":{"kind":"github"}}"#, "names are 1-64 characters of a-z, 0-9, - and _"),
+            (r#"{"s":{}}"#, "source \"s\": needs a \"kind\": a string"),
+            (
+                r#"{"s":{"kind":"github","typo":1}}"#,
+                "source \"s\": typo does not apply to kind github (it reads max_body_bytes, \
+                 long_key_retention, replay_guard)",
+            ),
+            (
+                r#"{"s":{"kind":"github","prefix":"x"}}"#,
+                "prefix does not apply to kind github",
+            ),
+            (
+                r#"{"s":{"kind":"github","long_key_retention":"yes"}}"#,
+                "long_key_retention: invalid type: string \"yes\", expected a boolean",
+            ),
+            (
+                r#"{"s":{"kind":"github","max_body_bytes":0}}"#,
+                "max_body_bytes must be 1..=",
+            ),
+            (r#"{"s":{"kind":"hmac"}}"#, "kind hmac needs a valid signature_header"),
+            (
+                r#"{"s":{"kind":"hmac","signature_header":"a b"}}"#,
+                "kind hmac needs a valid signature_header",
+            ),
+            (
+                r#"{"s":{"kind":"hmac","signature_header":"S","encoding":"b32"}}"#,
+                "encoding: unknown variant `b32`, expected `hex` or `base64`",
+            ),
+            (r#"{"s":{"kind":"signed"}}"#, "kind signed needs a valid signature_header"),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"a b"}}"#,
+                "signature_header is not a valid header name",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","signature_list":{"separator":",;","signature_key":"v1"}}}"#,
+                "signature_list.separator: invalid value: string \",;\", expected a character",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","signature_list":{"separator":",","signature_key":""}}}"#,
+                "signature_list keys must not be empty",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","signature_list":{"separator":",","key":"v1"}}}"#,
+                "signature_list.key: unknown field `key`, expected one of `separator`, `signature_key`",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"a b","message":["timestamp","body"]}}"#,
+                "timestamp_header is not a valid header name",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"header":"a b"},"body"]}}"#,
+                "message header is not a valid header name",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_pointer":"ts"}}"#,
+                "timestamp_pointer must be a JSON pointer like /type",
+            ),
+            (
+                r#"{"s":{"kind":"signed","signature_header":"S","public_url":"https://x/?q"}}"#,
+                "public_url must be an http(s) URL without query string or fragment",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","id_header":"a b"}}"#,
+                "id_header is not a valid header name",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","id_pointer":"id"}}"#,
+                "id_pointer must be a JSON pointer like /type",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","id_pointers":[]}}"#,
+                "id_pointers must be a non-empty list of JSON pointers",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","id_header":"X","id_pointer":"/id"}}"#,
+                "give one of id_header, id_pointer or id_pointers",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","event_type_header":"X","event_type_pointer":"/t"}}"#,
+                "give event_type_header or event_type_pointer, not both",
+            ),
+            (
+                r#"{"s":{"kind":"token","token_header":"T","event_type_header":"a b"}}"#,
+                "event_type_header is not a valid header name",
+            ),
+            (
+                r#"{"s":{"kind":"hmac","signature_header":"S","event_type_pointer":"type"}}"#,
+                "event_type_pointer must be a JSON pointer like /type",
+            ),
+            (
+                r#"{"s":{"kind":"stripe","tolerance_secs":"5"}}"#,
+                "tolerance_secs: invalid type: string \"5\", expected u64",
+            ),
+        ];
+        for (json, expected) in refused {
+            let err = parse_sources(json).unwrap_err();
+            assert_eq!(err.setting, "HOOKCLAIM_SOURCES", "{json}");
+            assert!(err.to_string().contains(expected), "{json}: {err}");
+            if json.contains("\"s\"") {
+                assert!(err.problem.starts_with("source \"s\": "), "{json}: {err}");
+            }
+        }
     }
 }
