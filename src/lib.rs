@@ -35,7 +35,7 @@
 //! }
 //! ```
 //!
-//! Configuration is read from environment variables at cold start ([`config`]). Signature
+//! Configuration is read from environment variables at cold start ([`Config`]). Signature
 //! verification, the providers' presets and handshakes are the `hookclaim-verify` crate,
 //! re-exported here as [`verify`] and [`handshake`], and usable on their own.
 //!
