@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{bad, flag, int, ConfigError, Lookup};
+use super::{bad, choice, flag, int, ConfigError, Lookup};
 
 /// Where database credentials come from.
 #[derive(Debug, Clone)]
@@ -141,7 +141,8 @@ impl Endpoint {
 }
 
 /// Whether this function brings the schema up to date itself (`HOOKCLAIM_MIGRATE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum MigrateMode {
     /// `auto` (the default): apply pending migrations and the processor's setup at cold start,
     /// under the migration lock. Needs a role that may create tables (the owner).
@@ -201,11 +202,7 @@ impl DatabaseConfig {
             ("DATABASE_OWNER_SECRET_ARN", "DATABASE_OWNER_URL"),
             refresh,
         )?;
-        let tls: TlsMode = get("DATABASE_TLS")
-            .as_deref()
-            .unwrap_or("require")
-            .parse()
-            .map_err(|e| bad("DATABASE_TLS", e))?;
+        let tls = choice(get, "DATABASE_TLS", TlsMode::Require)?;
         let ca_file = get("DATABASE_CA_FILE").map(PathBuf::from);
         if tls == TlsMode::VerifyFull && ca_file.is_none() {
             return Err(bad(
@@ -224,16 +221,7 @@ impl DatabaseConfig {
                 "only applies with DATABASE_IAM_AUTH=true",
             ));
         }
-        let migrate = match get("HOOKCLAIM_MIGRATE").as_deref().map(str::trim) {
-            None | Some("auto") => MigrateMode::Auto,
-            Some("never") => MigrateMode::Never,
-            Some(other) => {
-                return Err(bad(
-                    "HOOKCLAIM_MIGRATE",
-                    format!("{other:?} is not auto or never"),
-                ))
-            }
-        };
+        let migrate = choice(get, "HOOKCLAIM_MIGRATE", MigrateMode::Auto)?;
         if let (Some(_), MigrateMode::Never) = (&owner, migrate) {
             let setting = match get("DATABASE_OWNER_SECRET_ARN") {
                 Some(_) => "DATABASE_OWNER_SECRET_ARN",
@@ -343,8 +331,9 @@ fn login(
     })
 }
 
-/// How the connection is encrypted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the connection is encrypted (`DATABASE_TLS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TlsMode {
     /// Plain TCP (local development only).
     Disable,
@@ -352,20 +341,6 @@ pub enum TlsMode {
     Require,
     /// TLS with the server certificate checked against a CA bundle and the host name.
     VerifyFull,
-}
-
-impl std::str::FromStr for TlsMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "disable" => Ok(TlsMode::Disable),
-            "require" => Ok(TlsMode::Require),
-            "verify-full" => Ok(TlsMode::VerifyFull),
-            other => Err(format!(
-                "{other:?} is not one of disable, require, verify-full"
-            )),
-        }
-    }
 }
 
 /// Everything needed to open a connection.
@@ -401,19 +376,5 @@ impl std::fmt::Debug for DbSettings {
             .field("statement_timeout", &self.statement_timeout)
             .field("pooled", &self.pooled)
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tls_modes_parse_and_bad_ones_are_named() {
-        assert_eq!("verify-full".parse::<TlsMode>(), Ok(TlsMode::VerifyFull));
-        assert!("verify_full"
-            .parse::<TlsMode>()
-            .unwrap_err()
-            .contains("verify_full"));
     }
 }

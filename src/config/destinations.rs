@@ -90,39 +90,48 @@ impl Target {
 /// Each source's destinations, in the order they are called.
 pub type Destinations = BTreeMap<String, Vec<DestinationConfig>>;
 
-/// One destination's own settings as written in `HOOKCLAIM_DESTINATIONS`, by kind; the settings
-/// every kind shares are [`Common`].
+/// `sqs`: a queue.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-enum Spec {
-    Sqs {
-        queue_url: String,
-        group_pointer: Option<String>,
-    },
-    EventBridge {
-        bus: Option<String>,
-        source: Option<String>,
-        detail_type: Option<String>,
-    },
-    StepFunctions {
-        state_machine_arn: String,
-    },
-    Http {
-        url: String,
-        secret_env: String,
-        conflict: Option<Conflict>,
-    },
+#[serde(deny_unknown_fields)]
+struct Sqs {
+    queue_url: String,
+    group_pointer: Option<String>,
 }
 
-/// What a 409 from an HTTP destination means.
+/// `eventbridge`: an event bus.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventBridge {
+    bus: Option<String>,
+    source: Option<String>,
+    detail_type: Option<String>,
+}
+
+/// `stepfunctions`: a state machine.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepFunctions {
+    state_machine_arn: String,
+}
+
+/// `http`: a signed POST to an endpoint.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Http {
+    url: String,
+    secret_env: String,
+    conflict: Option<Conflict>,
+}
+
+/// What a 409 from an HTTP endpoint means: its `conflict`, and `FORWARD_CONFLICT`.
 #[derive(Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-enum Conflict {
+pub(super) enum Conflict {
     Retry,
     Done,
 }
 
-/// The settings every kind shares.
+/// The settings every kind shares; each kind's own are the struct named for it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Common {
@@ -208,23 +217,19 @@ fn destination(
         .filter_map(|k| object.remove_entry(k))
         .collect();
     let common: Common = typed(common)?;
-    let spec: Spec = typed(object)?;
-    let (target, default_name, limit) = match spec {
-        Spec::Sqs {
-            queue_url,
-            group_pointer,
-        } => sqs(queue_url, group_pointer)?,
-        Spec::EventBridge {
-            bus,
-            source: event_source,
-            detail_type,
-        } => eventbridge(source, bus, event_source, detail_type)?,
-        Spec::StepFunctions { state_machine_arn } => step_functions(state_machine_arn)?,
-        Spec::Http {
-            url,
-            secret_env,
-            conflict,
-        } => http_endpoint(url, secret_env, conflict, get)?,
+    let (target, default_name, limit) = match object.remove("kind") {
+        Some(serde_json::Value::String(kind)) => match kind.as_str() {
+            "sqs" => sqs(typed(object)?)?,
+            "eventbridge" => eventbridge(source, typed(object)?)?,
+            "stepfunctions" => step_functions(typed(object)?)?,
+            "http" => http_endpoint(typed(object)?, get)?,
+            other => {
+                return Err(format!(
+                    "kind {other:?} is not one of sqs, eventbridge, stepfunctions, http"
+                ))
+            }
+        },
+        _ => return Err("needs a \"kind\": sqs, eventbridge, stepfunctions or http".into()),
     };
     let name = common.name.unwrap_or(default_name);
     let name_ok =
@@ -259,7 +264,10 @@ fn destination(
     })
 }
 
-fn sqs(queue_url: String, group_pointer: Option<String>) -> Result<Kind, String> {
+fn sqs(Sqs {
+    queue_url,
+    group_pointer,
+}: Sqs) -> Result<Kind, String> {
     let queue = queue_url
         .parse::<http::Uri>()
         .ok()
@@ -286,12 +294,12 @@ fn sqs(queue_url: String, group_pointer: Option<String>) -> Result<Kind, String>
     Ok((target, format!("sqs:{queue}"), Some(SQS_MAX_BYTES)))
 }
 
-fn eventbridge(
-    source: &str,
-    bus: Option<String>,
-    event_source: Option<String>,
-    detail_type: Option<String>,
-) -> Result<Kind, String> {
+fn eventbridge(source: &str, settings: EventBridge) -> Result<Kind, String> {
+    let EventBridge {
+        bus,
+        source: event_source,
+        detail_type,
+    } = settings;
     let bus = bus.unwrap_or_else(|| "default".into());
     let bus_name = bus
         .rsplit_once("event-bus/")
@@ -319,7 +327,7 @@ fn eventbridge(
     ))
 }
 
-fn step_functions(state_machine_arn: String) -> Result<Kind, String> {
+fn step_functions(StepFunctions { state_machine_arn }: StepFunctions) -> Result<Kind, String> {
     let machine = state_machine_arn
         .strip_prefix("arn:")
         .and_then(|a| a.split_once(":stateMachine:"))
@@ -337,9 +345,11 @@ fn step_functions(state_machine_arn: String) -> Result<Kind, String> {
 }
 
 fn http_endpoint(
-    url: String,
-    secret_env: String,
-    conflict: Option<Conflict>,
+    Http {
+        url,
+        secret_env,
+        conflict,
+    }: Http,
     get: Lookup<'_>,
 ) -> Result<Kind, String> {
     let url = url
@@ -418,7 +428,11 @@ mod tests {
     #[test]
     fn bad_destinations_are_refused_naming_the_setting_source_and_position() {
         let cases = [
-            (r#"{"stripe":[{"kind":"kafka"}]}"#, "unknown variant"),
+            (
+                r#"{"stripe":[{"kind":"kafka"}]}"#,
+                "kind \"kafka\" is not one of sqs, eventbridge, stepfunctions, http",
+            ),
+            (r#"{"stripe":[{"queue_url":"x"}]}"#, "needs a \"kind\""),
             (r#"{"stripe":[{"kind":"sqs"}]}"#, "queue_url"),
             (
                 r#"{"stripe":[{"kind":"sqs","queue_url":"orders"}]}"#,
@@ -464,6 +478,27 @@ mod tests {
                 r#"{"stripe":[{"kind":"sqs","queue_url":"https://q/1/a"},{"kind":"sqs","queue_url":"https://q/2/a"}]}"#,
                 "name",
             ),
+            (
+                r#"{"stripe":[{"kind":"http","url":"https://x","secret_env":"HOOK_SECRET","conflict":"ignore"}]}"#,
+                "conflict: unknown variant `ignore`, expected `retry` or `done`",
+            ),
+            (
+                r#"{"stripe":[{"kind":"sqs","queue_url":"https://q/1/a","name":7}]}"#,
+                "name: invalid type: integer `7`, expected a string",
+            ),
+            (
+                r#"{"stripe":[{"kind":"sqs","queue_url":"https://q/1/a","name":""}]}"#,
+                "must be 1-128 visible ASCII characters",
+            ),
+            (
+                r#"{"stripe":[{"kind":"http","url":"https://x","secret_env":"HOOK_SECRET","max_bytes":0}]}"#,
+                "max_bytes must be at least 1",
+            ),
+            (
+                r#"{"stripe":[{"kind":"eventbridge","detail_type":""}]}"#,
+                "detail_type must be 1-128 characters",
+            ),
+            (r#"{"stripe":["sqs"]}"#, "a destination is a JSON object"),
             (r#"{"stripe":[]}"#, "no destination"),
             (r#"["x"]"#, "invalid JSON"),
         ];

@@ -155,6 +155,18 @@ fn secs(get: Lookup<'_>, setting: &'static str, default: u64) -> Result<u64, Con
     int(get, setting, default, 0, 30 * 86_400)
 }
 
+/// One of a fixed set of words, read as the serde enum `T`, or `default` when unset.
+fn choice<T: serde::de::DeserializeOwned>(
+    get: Lookup<'_>,
+    setting: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match get(setting) {
+        None => Ok(default),
+        Some(raw) => serde_json::from_value(raw.trim().into()).map_err(|e| bad(setting, e.to_string())),
+    }
+}
+
 /// `true`/`1` or `false`/`0`; unset is false.
 fn flag(get: Lookup<'_>, setting: &'static str) -> Result<bool, ConfigError> {
     match get(setting).as_deref().map(str::trim) {
@@ -426,6 +438,36 @@ mod tests {
             assert_eq!(err.setting, *setting, "{extra:?}: {err}");
             assert!(err.to_string().starts_with(setting));
         }
+    }
+
+    #[test]
+    fn words_with_a_fixed_set_of_values_are_refused_with_the_values_they_may_take() {
+        let cases = [
+            (
+                ("DATABASE_TLS", "verify_full"),
+                "DATABASE_TLS: unknown variant `verify_full`, expected one of `disable`, \
+                 `require`, `verify-full`",
+            ),
+            (
+                ("HOOKCLAIM_MIGRATE", "sometimes"),
+                "HOOKCLAIM_MIGRATE: unknown variant `sometimes`, expected `auto` or `never`",
+            ),
+        ];
+        for (setting, expected) in cases {
+            assert_eq!(with(&[setting]).unwrap_err().to_string(), expected);
+        }
+        let forward = with(&[
+            ("HOOKCLAIM_PROCESSOR", "forward"),
+            ("FORWARD_URL", "https://x"),
+            ("FORWARD_CONFLICT", "ignore"),
+        ]);
+        assert_eq!(
+            forward.unwrap_err().to_string(),
+            "FORWARD_CONFLICT: unknown variant `ignore`, expected `retry` or `done`"
+        );
+        let read = with(&[("DATABASE_TLS", " disable "), ("HOOKCLAIM_MIGRATE", "never")]).unwrap();
+        assert_eq!(read.database.tls, TlsMode::Disable);
+        assert_eq!(read.database.migrate, MigrateMode::Never);
     }
 
     #[test]
