@@ -471,6 +471,42 @@ mod tests {
     }
 
     #[test]
+    fn settings_that_must_agree_or_be_present_say_so() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("HOOKCLAIM_SOURCES", "")],
+                "HOOKCLAIM_SOURCES: not set; give a JSON object of source name to settings",
+            ),
+            (
+                &[("DATABASE_URL", "")],
+                "DATABASE_URL: neither DATABASE_URL nor DATABASE_SECRET_ARN is set",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_SECRETS_ARN", "arn"),
+                    ("HOOKCLAIM_SECRETS_REFRESH_SECS", "600"),
+                ],
+                "HOOKCLAIM_SECRETS_REFRESH_SECS: 600 s is above HOOKCLAIM_SECRETS_MAX_AGE_SECS \
+                 (300 s)",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_PROCESSOR", "destinations"),
+                    (
+                        "HOOKCLAIM_DESTINATIONS",
+                        r#"{"strype":[{"kind":"sqs","queue_url":"https://q/1/a"}]}"#,
+                    ),
+                ],
+                "HOOKCLAIM_DESTINATIONS: source \"strype\" is not configured in HOOKCLAIM_SOURCES",
+            ),
+        ];
+        for (extra, expected) in cases {
+            let err = with(extra).unwrap_err().to_string();
+            assert!(err.starts_with(expected), "{extra:?}: {err}");
+        }
+    }
+
+    #[test]
     fn empty_values_count_as_unset() {
         let c = with(&[
             ("HOOKCLAIM_SECRETS_ARN", ""),
