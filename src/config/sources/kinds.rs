@@ -41,7 +41,17 @@ pub(super) fn scheme(kind: &str, settings: Object) -> Result<(Scheme, Option<Han
         "hmac" => Scheme::Hmac(kind_settings::<Hmac>(kind, settings)?.scheme()?),
         "signed" => Scheme::Signed(kind_settings::<Signed>(kind, settings)?.scheme()?),
         "token" => Scheme::Token(kind_settings::<Token>(kind, settings)?.scheme()?),
-        preset => return kind_settings::<Preset>(kind, settings)?.scheme(preset),
+        other => {
+            let Some(preset) = presets::lookup(other) else {
+                let presets: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
+                return Err(format!(
+                    "kind {other:?} is not one of {}, or a preset: {}",
+                    KINDS.join(", "),
+                    presets.join(", ")
+                ));
+            };
+            return kind_settings::<Preset>(kind, settings)?.scheme(preset);
+        }
     };
     Ok((scheme, None))
 }
@@ -239,15 +249,8 @@ struct Preset {
 }
 
 impl Preset {
-    fn scheme(self, kind: &str) -> Result<(Scheme, Option<Handshake>), String> {
-        let Some(preset) = presets::lookup(kind) else {
-            let presets: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
-            return Err(format!(
-                "kind {kind:?} is not one of {}, or a preset: {}",
-                KINDS.join(", "),
-                presets.join(", ")
-            ));
-        };
+    fn scheme(self, preset: &presets::Preset) -> Result<(Scheme, Option<Handshake>), String> {
+        let kind = preset.name;
         if self.tolerance_secs.is_some() && preset.default_tolerance_secs.is_none() {
             return Err(format!(
                 "tolerance_secs does not apply to kind {kind}: it signs no timestamp"

@@ -547,6 +547,11 @@ mod tests {
             (r#"{"X Y":{"kind":"github"}}"#, "names are 1-64 characters of a-z, 0-9, - and _"),
             (r#"{"s":{}}"#, "source \"s\": needs a \"kind\": a string"),
             (
+                r#"{"s":{"kind":"nope","prefix":"x"}}"#,
+                "source \"s\": kind \"nope\" is not one of stripe, github, standard, hmac, \
+                 signed, token, or a preset: slack",
+            ),
+            (
                 r#"{"s":{"kind":"github","typo":1}}"#,
                 "source \"s\": typo does not apply to kind github (it reads max_body_bytes, \
                  long_key_retention, replay_guard)",
