@@ -190,56 +190,24 @@ impl DatabaseConfig {
     /// Reads the `DATABASE_*` settings.
     pub(super) fn read(get: Lookup<'_>) -> Result<Self, ConfigError> {
         let refresh = Duration::from_secs(int(get, "DATABASE_SECRET_REFRESH_SECS", 10, 1, 86_400)?);
-        let from =
-            login(get, ("DATABASE_SECRET_ARN", "DATABASE_URL"), refresh)?.ok_or_else(|| {
-                bad(
-                    "DATABASE_URL",
-                    "neither DATABASE_URL nor DATABASE_SECRET_ARN is set",
-                )
-            })?;
-        let owner = login(
-            get,
-            ("DATABASE_OWNER_SECRET_ARN", "DATABASE_OWNER_URL"),
-            refresh,
-        )?;
-        let tls = choice(get, "DATABASE_TLS", TlsMode::Require)?;
-        let ca_file = get("DATABASE_CA_FILE").map(PathBuf::from);
-        if tls == TlsMode::VerifyFull && ca_file.is_none() {
-            return Err(bad(
-                "DATABASE_CA_FILE",
-                "required when DATABASE_TLS is verify-full",
-            ));
-        }
-        let iam_auth = flag(get, "DATABASE_IAM_AUTH")?;
-        if iam_auth && tls == TlsMode::Disable {
-            return Err(bad("DATABASE_TLS", "IAM authentication requires TLS"));
-        }
-        let iam_user = get("DATABASE_IAM_USER");
-        if iam_user.is_some() && !iam_auth {
-            return Err(bad(
-                "DATABASE_IAM_USER",
-                "only applies with DATABASE_IAM_AUTH=true",
-            ));
-        }
-        let migrate = choice(get, "HOOKCLAIM_MIGRATE", MigrateMode::Auto)?;
-        if let (Some(_), MigrateMode::Never) = (&owner, migrate) {
-            let setting = match get("DATABASE_OWNER_SECRET_ARN") {
-                Some(_) => "DATABASE_OWNER_SECRET_ARN",
-                None => "DATABASE_OWNER_URL",
-            };
-            return Err(bad(
-                setting,
-                "only applies with HOOKCLAIM_MIGRATE=auto: a function that never migrates must \
-                 not hold the owner's login",
-            ));
-        }
-        Ok(DatabaseConfig {
-            from,
-            owner,
+        let config = DatabaseConfig {
+            from: login(get, ("DATABASE_SECRET_ARN", "DATABASE_URL"), refresh)?.ok_or_else(
+                || {
+                    bad(
+                        "DATABASE_URL",
+                        "neither DATABASE_URL nor DATABASE_SECRET_ARN is set",
+                    )
+                },
+            )?,
+            owner: login(
+                get,
+                ("DATABASE_OWNER_SECRET_ARN", "DATABASE_OWNER_URL"),
+                refresh,
+            )?,
             endpoint: Endpoint::read(get)?,
-            migrate,
-            tls,
-            ca_file,
+            migrate: choice(get, "HOOKCLAIM_MIGRATE", MigrateMode::Auto)?,
+            tls: choice(get, "DATABASE_TLS", TlsMode::Require)?,
+            ca_file: get("DATABASE_CA_FILE").map(PathBuf::from),
             connect_timeout: Duration::from_millis(int(
                 get,
                 "DATABASE_CONNECT_TIMEOUT_MS",
@@ -254,10 +222,43 @@ impl DatabaseConfig {
                 100,
                 600_000,
             )?),
-            iam_auth,
-            iam_user,
+            iam_auth: flag(get, "DATABASE_IAM_AUTH")?,
+            iam_user: get("DATABASE_IAM_USER"),
             pooled: flag(get, "DATABASE_POOLED")?,
-        })
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The rules that span settings.
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.tls == TlsMode::VerifyFull && self.ca_file.is_none() {
+            return Err(bad(
+                "DATABASE_CA_FILE",
+                "required when DATABASE_TLS is verify-full",
+            ));
+        }
+        if self.iam_auth && self.tls == TlsMode::Disable {
+            return Err(bad("DATABASE_TLS", "IAM authentication requires TLS"));
+        }
+        if self.iam_user.is_some() && !self.iam_auth {
+            return Err(bad(
+                "DATABASE_IAM_USER",
+                "only applies with DATABASE_IAM_AUTH=true",
+            ));
+        }
+        if let (Some(owner), MigrateMode::Never) = (&self.owner, self.migrate) {
+            let setting = match owner {
+                DatabaseFrom::SecretsManager { .. } => "DATABASE_OWNER_SECRET_ARN",
+                DatabaseFrom::Url(_) => "DATABASE_OWNER_URL",
+            };
+            return Err(bad(
+                setting,
+                "only applies with HOOKCLAIM_MIGRATE=auto: a function that never migrates must \
+                 not hold the owner's login",
+            ));
+        }
+        Ok(())
     }
 
     /// The connection settings for a login read from `DATABASE_URL`: as written, or with
