@@ -10,15 +10,16 @@
 2. The cargo-lambda command the quick start names runs for real with --dry-run: it runs
    `cargo lambda deploy --dry` (on stand-in arm64 binaries), and each function's environment,
    layers, subnets, security groups, runtime, memory and timeout in cargo-lambda's own output must
-   equal what template.yaml gives the same parameters in a stack of the same name. The same for
-   examples/orders, deployed the same way with its own binaries.
+   equal what template.yaml gives the same parameters in a stack of the same name, a variable
+   left unset counting as its default in the code. The same for examples/orders, deployed the
+   same way with its own binaries.
 3. scripts/cargo-lambda-stack.json (roles, schedule, alarms and dashboard for the cargo-lambda
    path) is what this script generates from template.yaml, and cfn-lint passes it.
-4. Defaults in one place: Cargo.toml's [package.metadata.lambda.bin.*.deploy] (hookclaim's and
-   the example's) equal the template's defaults for that function; docs/configuration.md's table
-   names every variable the template sets, with the template parameter that sets it and a default
-   the template and the code (src/config) agree with; docs/deployment.md's parameter table is
-   the one generated from template.yaml.
+4. Defaults in one place: Cargo.toml's deploy env (hookclaim's and the example's) sets no
+   variable to the code's default, and its log retention is the template's; docs/configuration.md's
+   table names every variable the template sets, with the template parameter that sets it and a
+   default the template and the code (src/config) agree with; docs/deployment.md's parameter
+   table is the one generated from template.yaml.
 5. sam local invoke: every variable env.local.json sets is one the template declares for that
    function (SAM ignores the others).
 
@@ -279,6 +280,7 @@ def check_cargo_lambda(template, params_file, stack, extra_args, binaries, label
     given = read_toml(params_file)
     expected = template_deployment(template, given, stack)
     got = dry_run_deployments(out)
+    defaults = code_defaults()
     for fn, binary in binaries.items():
         deployed = got.get(binary)
         if deployed is None:
@@ -287,7 +289,9 @@ def check_cargo_lambda(template, params_file, stack, extra_args, binaries, label
         for key, want in expected[fn].items():
             have = deployed.get(key)
             if key == "env":
-                have = {k: v for k, v in (have or {}).items() if v != ""}
+                # Unset and set to the code's default are the same function.
+                have = {k: v for k, v in (have or {}).items() if v not in ("", defaults.get(k))}
+                want = {k: v for k, v in want.items() if v != defaults.get(k)}
                 missing = {k: v for k, v in want.items() if k not in have}
                 extra = {k: v for k, v in have.items() if k not in want}
                 differ = {k: (have[k], v) for k, v in want.items() if k in have and have[k] != v}
@@ -518,57 +522,28 @@ def check_stack_file(template, write):
 
 # --- 4. defaults in one place --------------------------------------------------------------------
 
-def default_environment(template, logical_id):
-    """The variables a function has at the template's defaults, whatever the account: those
-    equal under two different sets of required values and two stack names, and not empty."""
-    def resolve(suffix, stack):
-        required = {}
-        for name, spec in template["Parameters"].items():
-            if "Default" in spec:
-                continue
-            required[name] = {"SubnetIds": "subnet-0%s" % suffix, "SecurityGroupIds": "sg-0%s" % suffix}.get(
-                name, "%s-%s" % (name, suffix))
-        values = cfn.parameter_values(template, {}, required)
-        return cfn.function_settings(template, values, logical_id, stack)["Environment"]["Variables"]
-    a, b = resolve("1", "stack-a"), resolve("2", "stack-b")
-    return {k: str(v) for k, v in a.items() if str(v) != "" and str(b.get(k)) == str(v)}
-
-
 def check_cargo_metadata(template):
     packages = [("hookclaim", ROOT / "Cargo.toml", {"webhook": "webhook", "retention": "retention"}),
                 ("examples/orders", ROOT / "examples" / "orders" / "Cargo.toml",
                  {"webhook": "orders-webhook", "retention": "orders-retention"})]
+    defaults = code_defaults()
     for label, manifest, binaries in packages:
         bins = tomllib.loads(manifest.read_text())["package"]["metadata"]["lambda"]["bin"]
         for fn, binary in binaries.items():
             deploy = bins[binary]["deploy"]
-            logical_id = FUNCTIONS[fn]
-            settings = template["Resources"][logical_id]["Properties"]
-            glob = template["Globals"]["Function"]
+            settings = template["Resources"][FUNCTIONS[fn]]["Properties"]
             log_group = template["Resources"][settings["LoggingConfig"]["LogGroup"]["Ref"]]
-            retention_param = log_group["Properties"]["RetentionInDays"]["Ref"]
-            pairs = [
-                ("runtime", deploy.get("runtime"), glob["Runtime"]),
-                ("memory", deploy.get("memory"), glob["MemorySize"]),
-                ("timeout", deploy.get("timeout"), settings["Timeout"]),
-                ("log_retention", deploy.get("log_retention"),
-                 template["Parameters"][retention_param]["Default"]),
-            ]
-            for key, cargo_value, sam_value in pairs:
-                if str(cargo_value) != str(sam_value):
-                    fail("%s %s: Cargo.toml %s = %r but template.yaml gives %r"
-                         % (label, binary, key, cargo_value, sam_value))
-            want = default_environment(template, logical_id)
-            have = deploy.get("env", {})
-            if have != want:
-                missing = {k: v for k, v in want.items() if k not in have}
-                extra = {k: v for k, v in have.items() if k not in want}
-                differ = {k: (have[k], v) for k, v in want.items() if k in have and have[k] != v}
-                fail("%s %s: Cargo.toml's deploy env is not the template's defaults: missing %s, "
-                     "extra %s, different (Cargo.toml, template) %s" % (label, binary, missing, extra, differ))
+            retention = template["Parameters"][log_group["Properties"]["RetentionInDays"]["Ref"]]
+            if str(deploy.get("log_retention")) != str(retention["Default"]):
+                fail("%s %s: Cargo.toml log_retention = %r but template.yaml gives %r"
+                     % (label, binary, deploy.get("log_retention"), retention["Default"]))
+            restated = {k: v for k, v in deploy.get("env", {}).items() if defaults.get(k) == v}
+            if restated:
+                fail("%s %s: Cargo.toml's deploy env restates the code's defaults %s"
+                     % (label, binary, restated))
             else:
-                print("%s %s: Cargo.toml's deploy settings = template.yaml's defaults (runtime, "
-                      "memory, timeout, log retention, %d variables)" % (label, binary, len(want)))
+                print("%s %s: Cargo.toml's deploy env sets %d variables, none to the code's default"
+                      % (label, binary, len(deploy.get("env", {}))))
 
 
 def template_sets(template):
@@ -584,6 +559,13 @@ def template_sets(template):
 
 
 def code_defaults():
+    """{variable: default}: docs/configuration.md's defaults, which check_configuration_table
+    holds to the template's and src/config's."""
+    return {var: m.group(1) for var, (cell, _) in configuration_table().items()
+            if (m := re.match(r"`([^`]*)`", cell))}
+
+
+def numeric_code_defaults():
     """{variable: default} for the numeric defaults src/config reads with a literal."""
     found = {}
     for path in (ROOT / "src").rglob("*.rs"):
@@ -610,7 +592,7 @@ def check_configuration_table(template):
         fail("docs/configuration.md has no settings table")
         return
     sets = template_sets(template)
-    code = code_defaults()
+    code = numeric_code_defaults()
     checked = 0
     for var, params in sorted(sets.items()):
         if var not in rows:

@@ -3,8 +3,8 @@
 #
 #   ensure_run_tools    what the local run needs: cargo, Python 3 with venv, the PostgreSQL
 #                       server binaries, cargo-lambda
-#   ensure_test_tools   that, and what the tests and checks add: PgBouncer, cfn-lint, moto's
-#                       server, the SAM CLI, clippy and rustfmt
+#   ensure_test_tools   that, and what the tests and checks add: PgBouncer, OpenSSL's headers,
+#                       cfn-lint, moto's server, the SAM CLI, clippy and rustfmt
 #
 # Python tools go into a virtual environment, target/venv (PEP 668 refuses `pip install` into a
 # distribution's own Python), whose bin directory is put first on PATH. System packages are
@@ -186,6 +186,11 @@ ensure_test_tools() {
     step "installing PgBouncer (tests/it/pooler.rs runs through it)"
     apt_install pgbouncer || missing "pgbouncer" \
       "install it (Debian/Ubuntu: apt-get install pgbouncer; macOS: brew install pgbouncer)"
+  fi
+  if ! pkg-config --exists openssl 2>/dev/null; then
+    step "installing OpenSSL's headers (the native-tls TLS tests build against the system's)"
+    apt_install libssl-dev pkg-config || missing "OpenSSL's development files" \
+      "install them (Debian/Ubuntu: apt-get install libssl-dev pkg-config; macOS: brew install openssl)"
   fi
   venv_install "cargo-lambda=$CARGO_LAMBDA" "cfn-lint=$CFN_LINT" "moto_server=$MOTO" \
     "sam=$SAM_CLI"

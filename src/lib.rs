@@ -70,8 +70,6 @@ macro_rules! internal_modules {
     )*};
 }
 
-pub mod config;
-
 /// Signature verification for every source kind and the providers' presets: the
 /// `hookclaim-verify` crate.
 pub use hookclaim_verify as verify;
@@ -92,6 +90,7 @@ internal_modules!(
         feature = "destinations"
     ))]
     aws,
+    config,
     db,
     #[cfg(feature = "destinations")]
     destinations,

@@ -183,9 +183,7 @@ impl<P: Processor> Harness<P> {
                 attempt,
                 owner: &owner,
             };
-            let held = session
-                .run(|c, _| Box::pin(ledger::held(c, &at)))
-                .await?;
+            let held = session.run(|c, _| Box::pin(ledger::held(c, &at))).await?;
             match held.as_ref().and_then(pipeline::delivery_of) {
                 Some(stored) => claimed = stored,
                 None => return Ok(Ran::Busy),

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{bad, flag, int, ConfigError, Lookup};
+use super::{bad, choice, flag, int, ConfigError, Lookup};
 
 /// Where database credentials come from.
 #[derive(Debug, Clone)]
@@ -141,7 +141,8 @@ impl Endpoint {
 }
 
 /// Whether this function brings the schema up to date itself (`HOOKCLAIM_MIGRATE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum MigrateMode {
     /// `auto` (the default): apply pending migrations and the processor's setup at cold start,
     /// under the migration lock. Needs a role that may create tables (the owner).
@@ -189,69 +190,24 @@ impl DatabaseConfig {
     /// Reads the `DATABASE_*` settings.
     pub(super) fn read(get: Lookup<'_>) -> Result<Self, ConfigError> {
         let refresh = Duration::from_secs(int(get, "DATABASE_SECRET_REFRESH_SECS", 10, 1, 86_400)?);
-        let from =
-            login(get, ("DATABASE_SECRET_ARN", "DATABASE_URL"), refresh)?.ok_or_else(|| {
-                bad(
-                    "DATABASE_URL",
-                    "neither DATABASE_URL nor DATABASE_SECRET_ARN is set",
-                )
-            })?;
-        let owner = login(
-            get,
-            ("DATABASE_OWNER_SECRET_ARN", "DATABASE_OWNER_URL"),
-            refresh,
-        )?;
-        let tls: TlsMode = get("DATABASE_TLS")
-            .as_deref()
-            .unwrap_or("require")
-            .parse()
-            .map_err(|e| bad("DATABASE_TLS", e))?;
-        let ca_file = get("DATABASE_CA_FILE").map(PathBuf::from);
-        if tls == TlsMode::VerifyFull && ca_file.is_none() {
-            return Err(bad(
-                "DATABASE_CA_FILE",
-                "required when DATABASE_TLS is verify-full",
-            ));
-        }
-        let iam_auth = flag(get, "DATABASE_IAM_AUTH")?;
-        if iam_auth && tls == TlsMode::Disable {
-            return Err(bad("DATABASE_TLS", "IAM authentication requires TLS"));
-        }
-        let iam_user = get("DATABASE_IAM_USER");
-        if iam_user.is_some() && !iam_auth {
-            return Err(bad(
-                "DATABASE_IAM_USER",
-                "only applies with DATABASE_IAM_AUTH=true",
-            ));
-        }
-        let migrate = match get("HOOKCLAIM_MIGRATE").as_deref().map(str::trim) {
-            None | Some("auto") => MigrateMode::Auto,
-            Some("never") => MigrateMode::Never,
-            Some(other) => {
-                return Err(bad(
-                    "HOOKCLAIM_MIGRATE",
-                    format!("{other:?} is not auto or never"),
-                ))
-            }
-        };
-        if let (Some(_), MigrateMode::Never) = (&owner, migrate) {
-            let setting = match get("DATABASE_OWNER_SECRET_ARN") {
-                Some(_) => "DATABASE_OWNER_SECRET_ARN",
-                None => "DATABASE_OWNER_URL",
-            };
-            return Err(bad(
-                setting,
-                "only applies with HOOKCLAIM_MIGRATE=auto: a function that never migrates must \
-                 not hold the owner's login",
-            ));
-        }
-        Ok(DatabaseConfig {
-            from,
-            owner,
+        let config = DatabaseConfig {
+            from: login(get, ("DATABASE_SECRET_ARN", "DATABASE_URL"), refresh)?.ok_or_else(
+                || {
+                    bad(
+                        "DATABASE_URL",
+                        "neither DATABASE_URL nor DATABASE_SECRET_ARN is set",
+                    )
+                },
+            )?,
+            owner: login(
+                get,
+                ("DATABASE_OWNER_SECRET_ARN", "DATABASE_OWNER_URL"),
+                refresh,
+            )?,
             endpoint: Endpoint::read(get)?,
-            migrate,
-            tls,
-            ca_file,
+            migrate: choice(get, "HOOKCLAIM_MIGRATE", MigrateMode::Auto)?,
+            tls: choice(get, "DATABASE_TLS", TlsMode::Require)?,
+            ca_file: get("DATABASE_CA_FILE").map(PathBuf::from),
             connect_timeout: Duration::from_millis(int(
                 get,
                 "DATABASE_CONNECT_TIMEOUT_MS",
@@ -266,10 +222,43 @@ impl DatabaseConfig {
                 100,
                 600_000,
             )?),
-            iam_auth,
-            iam_user,
+            iam_auth: flag(get, "DATABASE_IAM_AUTH")?,
+            iam_user: get("DATABASE_IAM_USER"),
             pooled: flag(get, "DATABASE_POOLED")?,
-        })
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The rules that span settings.
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.tls == TlsMode::VerifyFull && self.ca_file.is_none() {
+            return Err(bad(
+                "DATABASE_CA_FILE",
+                "required when DATABASE_TLS is verify-full",
+            ));
+        }
+        if self.iam_auth && self.tls == TlsMode::Disable {
+            return Err(bad("DATABASE_TLS", "IAM authentication requires TLS"));
+        }
+        if self.iam_user.is_some() && !self.iam_auth {
+            return Err(bad(
+                "DATABASE_IAM_USER",
+                "only applies with DATABASE_IAM_AUTH=true",
+            ));
+        }
+        if let (Some(owner), MigrateMode::Never) = (&self.owner, self.migrate) {
+            let setting = match owner {
+                DatabaseFrom::SecretsManager { .. } => "DATABASE_OWNER_SECRET_ARN",
+                DatabaseFrom::Url(_) => "DATABASE_OWNER_URL",
+            };
+            return Err(bad(
+                setting,
+                "only applies with HOOKCLAIM_MIGRATE=auto: a function that never migrates must \
+                 not hold the owner's login",
+            ));
+        }
+        Ok(())
     }
 
     /// The connection settings for a login read from `DATABASE_URL`: as written, or with
@@ -343,8 +332,9 @@ fn login(
     })
 }
 
-/// How the connection is encrypted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the connection is encrypted (`DATABASE_TLS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TlsMode {
     /// Plain TCP (local development only).
     Disable,
@@ -352,20 +342,6 @@ pub enum TlsMode {
     Require,
     /// TLS with the server certificate checked against a CA bundle and the host name.
     VerifyFull,
-}
-
-impl std::str::FromStr for TlsMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "disable" => Ok(TlsMode::Disable),
-            "require" => Ok(TlsMode::Require),
-            "verify-full" => Ok(TlsMode::VerifyFull),
-            other => Err(format!(
-                "{other:?} is not one of disable, require, verify-full"
-            )),
-        }
-    }
 }
 
 /// Everything needed to open a connection.
@@ -401,19 +377,5 @@ impl std::fmt::Debug for DbSettings {
             .field("statement_timeout", &self.statement_timeout)
             .field("pooled", &self.pooled)
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tls_modes_parse_and_bad_ones_are_named() {
-        assert_eq!("verify-full".parse::<TlsMode>(), Ok(TlsMode::VerifyFull));
-        assert!("verify_full"
-            .parse::<TlsMode>()
-            .unwrap_err()
-            .contains("verify_full"));
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, ConfigError, Lookup, Source};
+use super::{bad, typed, ConfigError, Lookup, Source};
 use crate::secret::{Secret, SecretFormat};
 
 const DESTINATIONS: &str = "HOOKCLAIM_DESTINATIONS";
@@ -90,39 +90,54 @@ impl Target {
 /// Each source's destinations, in the order they are called.
 pub type Destinations = BTreeMap<String, Vec<DestinationConfig>>;
 
-/// One destination as written in `HOOKCLAIM_DESTINATIONS`.
+/// `sqs`: a queue.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-enum Spec {
-    Sqs {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
-        queue_url: String,
-        group_pointer: Option<String>,
-    },
-    EventBridge {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
-        bus: Option<String>,
-        source: Option<String>,
-        detail_type: Option<String>,
-    },
-    StepFunctions {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
-        state_machine_arn: String,
-    },
-    Http {
-        name: Option<String>,
-        timeout_ms: Option<u64>,
-        max_bytes: Option<usize>,
-        url: String,
-        secret_env: String,
-        conflict: Option<String>,
-    },
+#[serde(deny_unknown_fields)]
+struct Sqs {
+    queue_url: String,
+    group_pointer: Option<String>,
+}
+
+/// `eventbridge`: an event bus.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventBridge {
+    bus: Option<String>,
+    source: Option<String>,
+    detail_type: Option<String>,
+}
+
+/// `stepfunctions`: a state machine.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepFunctions {
+    state_machine_arn: String,
+}
+
+/// `http`: a signed POST to an endpoint.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Http {
+    url: String,
+    secret_env: String,
+    conflict: Option<Conflict>,
+}
+
+/// What a 409 from an HTTP endpoint means: its `conflict`, and `FORWARD_CONFLICT`.
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Conflict {
+    Retry,
+    Done,
+}
+
+/// The settings every kind shares; each kind's own are the struct named for it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Common {
+    name: Option<String>,
+    timeout_ms: Option<u64>,
+    max_bytes: Option<usize>,
 }
 
 /// Reads `HOOKCLAIM_DESTINATIONS`, which `HOOKCLAIM_PROCESSOR=destinations` requires. An HTTP
@@ -156,8 +171,7 @@ pub fn parse(json: &str, get: Lookup<'_>) -> Result<Destinations, ConfigError> {
                     format!("source {source:?}, destination {}: {problem}", i + 1),
                 )
             };
-            let spec: Spec = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
-            let destination = destination(&source, spec, get).map_err(at)?;
+            let destination = destination(&source, value, get).map_err(at)?;
             if !names.insert(destination.name.clone()) {
                 return Err(at(format!(
                     "another destination of this source is named {:?}; give each a \"name\"",
@@ -186,76 +200,36 @@ pub(super) fn check_sources(
     }
 }
 
-/// The settings every kind shares, as written.
-struct Common {
-    name: Option<String>,
-    timeout_ms: Option<u64>,
-    max_bytes: Option<usize>,
-}
-
 /// One kind's own settings, read: its target, the name it gets by default and the most a
 /// message to it may hold (`None`: no limit).
 type Kind = (Target, String, Option<usize>);
 
-fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationConfig, String> {
-    let (common, (target, default_name, limit)) = match spec {
-        Spec::Sqs {
-            name,
-            timeout_ms,
-            max_bytes,
-            queue_url,
-            group_pointer,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            sqs(queue_url, group_pointer)?,
-        ),
-        Spec::EventBridge {
-            name,
-            timeout_ms,
-            max_bytes,
-            bus,
-            source: event_source,
-            detail_type,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            eventbridge(source, bus, event_source, detail_type)?,
-        ),
-        Spec::StepFunctions {
-            name,
-            timeout_ms,
-            max_bytes,
-            state_machine_arn,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            step_functions(state_machine_arn)?,
-        ),
-        Spec::Http {
-            name,
-            timeout_ms,
-            max_bytes,
-            url,
-            secret_env,
-            conflict,
-        } => (
-            Common {
-                name,
-                timeout_ms,
-                max_bytes,
-            },
-            http_endpoint(url, secret_env, conflict, get)?,
-        ),
+fn destination(
+    source: &str,
+    value: serde_json::Value,
+    get: Lookup<'_>,
+) -> Result<DestinationConfig, String> {
+    let serde_json::Value::Object(mut object) = value else {
+        return Err("a destination is a JSON object with a \"kind\"".into());
+    };
+    let common: serde_json::Map<_, _> = ["name", "timeout_ms", "max_bytes"]
+        .into_iter()
+        .filter_map(|k| object.remove_entry(k))
+        .collect();
+    let common: Common = typed(common)?;
+    let (target, default_name, limit) = match object.remove("kind") {
+        Some(serde_json::Value::String(kind)) => match kind.as_str() {
+            "sqs" => sqs(typed(object)?)?,
+            "eventbridge" => eventbridge(source, typed(object)?)?,
+            "stepfunctions" => step_functions(typed(object)?)?,
+            "http" => http_endpoint(typed(object)?, get)?,
+            other => {
+                return Err(format!(
+                    "kind {other:?} is not one of sqs, eventbridge, stepfunctions, http"
+                ))
+            }
+        },
+        _ => return Err("needs a \"kind\": sqs, eventbridge, stepfunctions or http".into()),
     };
     let name = common.name.unwrap_or(default_name);
     let name_ok =
@@ -290,7 +264,10 @@ fn destination(source: &str, spec: Spec, get: Lookup<'_>) -> Result<DestinationC
     })
 }
 
-fn sqs(queue_url: String, group_pointer: Option<String>) -> Result<Kind, String> {
+fn sqs(Sqs {
+    queue_url,
+    group_pointer,
+}: Sqs) -> Result<Kind, String> {
     let queue = queue_url
         .parse::<http::Uri>()
         .ok()
@@ -317,12 +294,12 @@ fn sqs(queue_url: String, group_pointer: Option<String>) -> Result<Kind, String>
     Ok((target, format!("sqs:{queue}"), Some(SQS_MAX_BYTES)))
 }
 
-fn eventbridge(
-    source: &str,
-    bus: Option<String>,
-    event_source: Option<String>,
-    detail_type: Option<String>,
-) -> Result<Kind, String> {
+fn eventbridge(source: &str, settings: EventBridge) -> Result<Kind, String> {
+    let EventBridge {
+        bus,
+        source: event_source,
+        detail_type,
+    } = settings;
     let bus = bus.unwrap_or_else(|| "default".into());
     let bus_name = bus
         .rsplit_once("event-bus/")
@@ -350,7 +327,7 @@ fn eventbridge(
     ))
 }
 
-fn step_functions(state_machine_arn: String) -> Result<Kind, String> {
+fn step_functions(StepFunctions { state_machine_arn }: StepFunctions) -> Result<Kind, String> {
     let machine = state_machine_arn
         .strip_prefix("arn:")
         .and_then(|a| a.split_once(":stateMachine:"))
@@ -368,9 +345,11 @@ fn step_functions(state_machine_arn: String) -> Result<Kind, String> {
 }
 
 fn http_endpoint(
-    url: String,
-    secret_env: String,
-    conflict: Option<String>,
+    Http {
+        url,
+        secret_env,
+        conflict,
+    }: Http,
     get: Lookup<'_>,
 ) -> Result<Kind, String> {
     let url = url
@@ -391,11 +370,7 @@ fn http_endpoint(
         .ok_or_else(|| {
             format!("{secret_env} is not a Standard Webhooks secret (whsec_ and base64)")
         })?;
-    let conflict_is_done = match conflict.as_deref().unwrap_or("retry") {
-        "retry" => false,
-        "done" => true,
-        other => return Err(format!("conflict {other:?} is not one of retry, done")),
-    };
+    let conflict_is_done = conflict == Some(Conflict::Done);
     let host = url.host().unwrap_or_default().to_owned();
     let target = Target::Http {
         url,
@@ -453,7 +428,11 @@ mod tests {
     #[test]
     fn bad_destinations_are_refused_naming_the_setting_source_and_position() {
         let cases = [
-            (r#"{"stripe":[{"kind":"kafka"}]}"#, "unknown variant"),
+            (
+                r#"{"stripe":[{"kind":"kafka"}]}"#,
+                "kind \"kafka\" is not one of sqs, eventbridge, stepfunctions, http",
+            ),
+            (r#"{"stripe":[{"queue_url":"x"}]}"#, "needs a \"kind\""),
             (r#"{"stripe":[{"kind":"sqs"}]}"#, "queue_url"),
             (
                 r#"{"stripe":[{"kind":"sqs","queue_url":"orders"}]}"#,
@@ -499,6 +478,27 @@ mod tests {
                 r#"{"stripe":[{"kind":"sqs","queue_url":"https://q/1/a"},{"kind":"sqs","queue_url":"https://q/2/a"}]}"#,
                 "name",
             ),
+            (
+                r#"{"stripe":[{"kind":"http","url":"https://x","secret_env":"HOOK_SECRET","conflict":"ignore"}]}"#,
+                "conflict: unknown variant `ignore`, expected `retry` or `done`",
+            ),
+            (
+                r#"{"stripe":[{"kind":"sqs","queue_url":"https://q/1/a","name":7}]}"#,
+                "name: invalid type: integer `7`, expected a string",
+            ),
+            (
+                r#"{"stripe":[{"kind":"sqs","queue_url":"https://q/1/a","name":""}]}"#,
+                "must be 1-128 visible ASCII characters",
+            ),
+            (
+                r#"{"stripe":[{"kind":"http","url":"https://x","secret_env":"HOOK_SECRET","max_bytes":0}]}"#,
+                "max_bytes must be at least 1",
+            ),
+            (
+                r#"{"stripe":[{"kind":"eventbridge","detail_type":""}]}"#,
+                "detail_type must be 1-128 characters",
+            ),
+            (r#"{"stripe":["sqs"]}"#, "a destination is a JSON object"),
             (r#"{"stripe":[]}"#, "no destination"),
             (r#"["x"]"#, "invalid JSON"),
         ];

@@ -13,15 +13,19 @@ use std::time::Duration;
 
 pub use database::{
     DatabaseConfig, DatabaseFrom, DbSettings, Endpoint, LoginParts, MigrateMode, TlsMode,
-    DEFAULT_DBNAME, DEFAULT_PORT,
 };
-pub use destinations::{
-    parse as parse_destinations, DestinationConfig, Destinations, Target,
-    DEFAULT_DESTINATION_TIMEOUT, EVENTBRIDGE_MAX_BYTES, SQS_MAX_BYTES, STEP_FUNCTIONS_MAX_BYTES,
-};
+pub use destinations::{DestinationConfig, Destinations, Target};
 pub use processing::{ProcessorChoice, RetentionSettings, RetryPolicy};
-pub use sources::{
-    parse_sources, SecretsFrom, Source, DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES_LIMIT,
+pub use sources::{SecretsFrom, Source};
+/// The parsers and limits that hookclaim's own tests, benchmarks and fuzz targets reach directly.
+#[cfg(feature = "internals")]
+pub use {
+    database::{DEFAULT_DBNAME, DEFAULT_PORT},
+    destinations::{
+        parse as parse_destinations, DEFAULT_DESTINATION_TIMEOUT, EVENTBRIDGE_MAX_BYTES,
+        SQS_MAX_BYTES, STEP_FUNCTIONS_MAX_BYTES,
+    },
+    sources::{parse_sources, DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES_LIMIT},
 };
 
 /// A setting that could not be used. Names the variable; never quotes a secret.
@@ -41,27 +45,42 @@ fn bad(setting: &'static str, problem: impl Into<String>) -> ConfigError {
     }
 }
 
-/// All settings, read once per cold start.
+/// The JSON object read as `T`; an error starts with the setting's path
+/// (`signature_list.separator`, `message[2]`) where it is not the whole object.
+fn typed<T: serde::de::DeserializeOwned>(
+    object: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, String> {
+    serde_path_to_error::deserialize(serde_json::Value::Object(object)).map_err(|e| {
+        let path = e.path().to_string();
+        match path.as_str() {
+            "." => e.into_inner().to_string(),
+            _ => format!("{path}: {}", e.into_inner()),
+        }
+    })
+}
+
+/// All settings, read once per cold start from the environment ([`Config::from_env`]); what
+/// each variable means is in `docs/configuration.md`.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Sources by name.
-    pub sources: BTreeMap<String, Source>,
+    pub(crate) sources: BTreeMap<String, Source>,
     /// Where webhook secrets come from; `None` where none are configured (the retention
     /// function needs none).
-    pub secrets: Option<SecretsFrom>,
+    pub(crate) secrets: Option<SecretsFrom>,
     /// The database: credentials, TLS, timeouts.
-    pub database: DatabaseConfig,
+    pub(crate) database: DatabaseConfig,
     /// Added to the invocation's deadline to make the lease.
-    pub lease_margin: Duration,
+    pub(crate) lease_margin: Duration,
     /// Retry policy for failed processing.
-    pub retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
     /// Retention function settings.
-    pub retention: RetentionSettings,
+    pub(crate) retention: RetentionSettings,
     /// Which shipped processor the shipped binaries run.
-    pub processor: ProcessorChoice,
+    pub(crate) processor: ProcessorChoice,
     /// `HOOKCLAIM_METRICS_NAMESPACE`: the CloudWatch namespace of every metric (default
     /// `hookclaim`).
-    pub metrics_namespace: String,
+    pub(crate) metrics_namespace: String,
 }
 
 /// Looks a setting up by name; `None` when unset.
@@ -136,6 +155,18 @@ fn secs(get: Lookup<'_>, setting: &'static str, default: u64) -> Result<u64, Con
     int(get, setting, default, 0, 30 * 86_400)
 }
 
+/// One of a fixed set of words, read as the serde enum `T`, or `default` when unset.
+fn choice<T: serde::de::DeserializeOwned>(
+    get: Lookup<'_>,
+    setting: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match get(setting) {
+        None => Ok(default),
+        Some(raw) => serde_json::from_value(raw.trim().into()).map_err(|e| bad(setting, e.to_string())),
+    }
+}
+
 /// `true`/`1` or `false`/`0`; unset is false.
 fn flag(get: Lookup<'_>, setting: &'static str) -> Result<bool, ConfigError> {
     match get(setting).as_deref().map(str::trim) {
@@ -148,7 +179,6 @@ fn flag(get: Lookup<'_>, setting: &'static str) -> Result<bool, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::{HmacScheme, IdLocation, Scheme, SignatureEncoding};
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs
@@ -238,24 +268,6 @@ mod tests {
             panic!("the owner's URL expected");
         };
         assert_eq!(url.get_user(), Some("owner"));
-    }
-
-    #[test]
-    fn the_largest_body_limit_fits_lambdas_request_when_base64_encoded() {
-        let at_limit =
-            format!(r#"{{"big":{{"kind":"github","max_body_bytes":{MAX_BODY_BYTES_LIMIT}}}}}"#);
-        assert!(parse_sources(&at_limit).is_ok());
-        let over = format!(
-            r#"{{"big":{{"kind":"github","max_body_bytes":{}}}}}"#,
-            MAX_BODY_BYTES_LIMIT + 1
-        );
-        let err = parse_sources(&over).unwrap_err();
-        assert!(err.problem.contains("base64"), "{err}");
-        // base64 of the largest body, plus the envelope allowance, is within Lambda's limit.
-        assert!(
-            MAX_BODY_BYTES_LIMIT.div_ceil(3) * 4 + sources::EVENT_ENVELOPE_ALLOWANCE
-                <= sources::LAMBDA_REQUEST_LIMIT
-        );
     }
 
     #[test]
@@ -429,6 +441,72 @@ mod tests {
     }
 
     #[test]
+    fn words_with_a_fixed_set_of_values_are_refused_with_the_values_they_may_take() {
+        let cases = [
+            (
+                ("DATABASE_TLS", "verify_full"),
+                "DATABASE_TLS: unknown variant `verify_full`, expected one of `disable`, \
+                 `require`, `verify-full`",
+            ),
+            (
+                ("HOOKCLAIM_MIGRATE", "sometimes"),
+                "HOOKCLAIM_MIGRATE: unknown variant `sometimes`, expected `auto` or `never`",
+            ),
+        ];
+        for (setting, expected) in cases {
+            assert_eq!(with(&[setting]).unwrap_err().to_string(), expected);
+        }
+        let forward = with(&[
+            ("HOOKCLAIM_PROCESSOR", "forward"),
+            ("FORWARD_URL", "https://x"),
+            ("FORWARD_CONFLICT", "ignore"),
+        ]);
+        assert_eq!(
+            forward.unwrap_err().to_string(),
+            "FORWARD_CONFLICT: unknown variant `ignore`, expected `retry` or `done`"
+        );
+        let read = with(&[("DATABASE_TLS", " disable "), ("HOOKCLAIM_MIGRATE", "never")]).unwrap();
+        assert_eq!(read.database.tls, TlsMode::Disable);
+        assert_eq!(read.database.migrate, MigrateMode::Never);
+    }
+
+    #[test]
+    fn settings_that_must_agree_or_be_present_say_so() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("HOOKCLAIM_SOURCES", "")],
+                "HOOKCLAIM_SOURCES: not set; give a JSON object of source name to settings",
+            ),
+            (
+                &[("DATABASE_URL", "")],
+                "DATABASE_URL: neither DATABASE_URL nor DATABASE_SECRET_ARN is set",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_SECRETS_ARN", "arn"),
+                    ("HOOKCLAIM_SECRETS_REFRESH_SECS", "600"),
+                ],
+                "HOOKCLAIM_SECRETS_REFRESH_SECS: 600 s is above HOOKCLAIM_SECRETS_MAX_AGE_SECS \
+                 (300 s)",
+            ),
+            (
+                &[
+                    ("HOOKCLAIM_PROCESSOR", "destinations"),
+                    (
+                        "HOOKCLAIM_DESTINATIONS",
+                        r#"{"strype":[{"kind":"sqs","queue_url":"https://q/1/a"}]}"#,
+                    ),
+                ],
+                "HOOKCLAIM_DESTINATIONS: source \"strype\" is not configured in HOOKCLAIM_SOURCES",
+            ),
+        ];
+        for (extra, expected) in cases {
+            let err = with(extra).unwrap_err().to_string();
+            assert!(err.starts_with(expected), "{extra:?}: {err}");
+        }
+    }
+
+    #[test]
     fn empty_values_count_as_unset() {
         let c = with(&[
             ("HOOKCLAIM_SECRETS_ARN", ""),
@@ -487,306 +565,6 @@ mod tests {
         let printed = format!("{c:?} {c:#?} {:?}", c.database.settings(Default::default()));
         for secret in ["topsecret", "hunter2pw"] {
             assert!(!printed.contains(secret), "{secret} in {printed}");
-        }
-    }
-
-    #[test]
-    fn hmac_source_reads_every_field() {
-        let s = parse_sources(
-            r#"{"acme":{"kind":"hmac","signature_header":"X-Sig","prefix":"sha256=",
-                "encoding":"base64","id_pointer":"/id","event_type_pointer":"/event"}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            s["acme"].scheme,
-            Scheme::Hmac(HmacScheme {
-                signature_header: "X-Sig".into(),
-                prefix: "sha256=".into(),
-                encoding: SignatureEncoding::Base64,
-                id: IdLocation::JsonPointer("/id".into()),
-                event_type_pointer: Some("/event".into()),
-            })
-        );
-    }
-
-    #[test]
-    fn signed_source_reads_every_field() {
-        use crate::verify::{
-            Algorithm, Field, MessagePart, SignatureFormat, SignedScheme, TimestampFrom,
-            TimestampRule, TimestampUnit, Tolerance,
-        };
-        let s = parse_sources(
-            r#"{"paddle-like":{"kind":"signed","signature_header":"Sig","algorithm":"sha512",
-                "encoding":"base64",
-                "signature_list":{"separator":";","signature_key":"h1","timestamp_key":"ts"},
-                "message":["method","url",{"text":":"},"timestamp",{"header":"X-Extra"},"body"],
-                "timestamp_unit":"ms","timestamp_past_only":true,"tolerance_secs":60,
-                "id_pointers":["/a","/b"],"event_type_header":"X-Type",
-                "public_url":"https://example.com/hook"}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            s["paddle-like"].scheme,
-            Scheme::Signed(SignedScheme {
-                algorithm: Algorithm::Sha512,
-                signature_header: "Sig".into(),
-                other_signature_headers: Vec::new(),
-                encoding: SignatureEncoding::Base64,
-                format: SignatureFormat::List {
-                    separator: ';',
-                    signature_key: "h1".into(),
-                    timestamp_key: Some("ts".into()),
-                },
-                message: vec![
-                    MessagePart::Method,
-                    MessagePart::Url,
-                    MessagePart::Text(":".into()),
-                    MessagePart::Timestamp,
-                    MessagePart::Header("X-Extra".into()),
-                    MessagePart::Body,
-                ],
-                timestamp: Some(TimestampRule {
-                    from: TimestampFrom::Signature,
-                    unit: TimestampUnit::Millis,
-                    tolerance: Tolerance::Past(60),
-                }),
-                id: IdLocation::Composite(vec!["/a".into(), "/b".into()]),
-                event_type: Some(Field::Header("X-Type".into())),
-                public_url: Some("https://example.com/hook".into()),
-            })
-        );
-    }
-
-    #[test]
-    fn every_preset_parses_and_bad_settings_are_named() {
-        for preset in crate::verify::presets::PRESETS {
-            let url = if preset.needs_public_url {
-                r#","public_url":"https://example.com/x""#
-            } else {
-                ""
-            };
-            let json = format!(r#"{{"s":{{"kind":"{}"{url}}}}}"#, preset.name);
-            let s = parse_sources(&json).unwrap_or_else(|e| panic!("{}: {e}", preset.name));
-            assert_eq!(
-                s["s"].handshake.is_some(),
-                ["slack", "zoom", "twitch", "discord", "meta"].contains(&preset.name)
-            );
-        }
-        let refused = [
-            (r#"{"s":{"kind":"twilio"}}"#, "needs public_url"),
-            (
-                r#"{"s":{"kind":"slack","public_url":"https://x"}}"#,
-                "public_url does not apply",
-            ),
-            (
-                r#"{"s":{"kind":"square","public_url":"https://x/?a=b"}}"#,
-                "without query",
-            ),
-            (
-                r#"{"s":{"kind":"slack","verify_token":"t"}}"#,
-                "verify_token is a secret: put it in the secrets document",
-            ),
-            (
-                r#"{"s":{"kind":"gitlab","tolerance_secs":5}}"#,
-                "signs no timestamp",
-            ),
-            (
-                r#"{"s":{"kind":"stripe","secret_encoding":"raw"}}"#,
-                "does not apply",
-            ),
-            (
-                r#"{"s":{"kind":"standard","secret_encoding":"hex"}}"#,
-                "not base64 or raw",
-            ),
-            (r#"{"s":{"kind":"nope"}}"#, "or a preset: slack"),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","message":["timestamp"]}}"#,
-                "needs a timestamp setting",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","message":["id"]}}"#,
-                "needs id_header",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"text":"x"}]}}"#,
-                "must include the body",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","message":["url","body"]}}"#,
-                "needs public_url",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"bogus":"x"}]}}"#,
-                "message parts are",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","algorithm":"md5"}}"#,
-                "not sha1, sha256 or sha512",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","prefix":"v=","signature_list":{"separator":",","signature_key":"v1"}}}"#,
-                "not both",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","timestamp_pointer":"/t"}}"#,
-                "give one of timestamp_header",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_unit":"h"}}"#,
-                "need a timestamp",
-            ),
-            (r#"{"s":{"kind":"token"}}"#, "needs a valid token_header"),
-            (
-                r#"{"s":{"kind":"hmac","signature_header":"S","id_pointers":["/a"]}}"#,
-                "id_pointers does not apply",
-            ),
-        ];
-        for (json, expected) in refused {
-            let err = parse_sources(json).unwrap_err().to_string();
-            assert!(err.contains(expected), "{json}: {err}");
-        }
-    }
-
-    #[test]
-    fn meta_verify_token_is_refused_in_plain_configuration_and_never_printed() {
-        let err =
-            parse_sources(r#"{"m":{"kind":"meta","verify_token":"hookclaim-meta-verify-token"}}"#)
-                .unwrap_err();
-        assert_eq!(err.setting, "HOOKCLAIM_SOURCES");
-        assert!(
-            err.problem
-                .contains("verify_token is a secret: put it in the secrets document")
-                && err.problem.contains("HOOKCLAIM_SECRETS"),
-            "{err}"
-        );
-        assert!(!err.to_string().contains("hookclaim-meta-verify-token"));
-        // Where it belongs, a Meta source needs nothing but its kind.
-        let s = parse_sources(r#"{"m":{"kind":"meta"}}"#).unwrap();
-        assert_eq!(s["m"].handshake, Some(crate::handshake::Handshake::Meta));
-    }
-
-    #[test]
-    fn replay_guard_is_on_where_the_signature_covers_neither_the_id_nor_a_checked_timestamp() {
-        let mut sources = serde_json::Map::new();
-        for preset in crate::verify::presets::PRESETS {
-            let mut spec = serde_json::json!({"kind": preset.name});
-            if preset.needs_public_url {
-                spec["public_url"] = "https://hooks.example.com/x".into();
-            }
-            sources.insert(preset.name.to_owned(), spec);
-        }
-        let more = serde_json::json!({
-            "stripe": {"kind": "stripe"},
-            "github": {"kind": "github"},
-            "standard": {"kind": "standard"},
-            "hmac-id-header": {"kind": "hmac", "signature_header": "X-Sig", "id_header": "X-Id"},
-            "hmac-id-pointer": {"kind": "hmac", "signature_header": "X-Sig", "id_pointer": "/id"},
-            "hmac-body-hash": {"kind": "hmac", "signature_header": "X-Sig"},
-            "signed-id-header": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id"},
-            "signed-id-signed": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id",
-                "message": ["id", {"text": "."}, "body"]},
-            "signed-timestamp": {"kind": "signed", "signature_header": "X-Sig", "id_header": "X-Id",
-                "timestamp_header": "X-Ts", "message": ["timestamp", "body"]},
-            "signed-body-timestamp": {"kind": "signed", "signature_header": "X-Sig",
-                "id_header": "X-Id", "timestamp_pointer": "/ts"},
-            "token-id-header": {"kind": "token", "token_header": "X-Token", "id_header": "X-Id"},
-            "token-id-pointer": {"kind": "token", "token_header": "X-Token", "id_pointer": "/id"},
-            "github-off": {"kind": "github", "replay_guard": false},
-            "stripe-on": {"kind": "stripe", "replay_guard": true},
-        });
-        sources.extend(more.as_object().unwrap().clone());
-        let sources = parse_sources(&serde_json::Value::Object(sources).to_string()).unwrap();
-        let guarded: Vec<&str> = sources
-            .values()
-            .filter(|s| s.replay_guard)
-            .map(|s| s.name.as_str())
-            .collect();
-        assert_eq!(
-            guarded,
-            [
-                "bitbucket",
-                "github",
-                "gitlab",
-                "hmac-id-header",
-                "shopify",
-                "signed-id-header",
-                "stripe-on",
-                "token-id-header",
-                "token-id-pointer",
-                "twilio",
-            ]
-        );
-        assert!(sources.len() > 30);
-    }
-
-    #[test]
-    fn a_timestamp_counts_only_when_signed_and_the_tolerance_is_bounded_and_read_where_it_applies()
-    {
-        let refused = [
-            // A timestamp the message does not include: rewriting it would pass the check.
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T"}}"#,
-                "timestamp_header names a timestamp the signature does not cover",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","message":[{"header":"X-Other"},"body"],"timestamp_header":"T"}}"#,
-                "timestamp_header names a timestamp the signature does not cover",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","signature_list":{"separator":",","signature_key":"v1","timestamp_key":"t"}}}"#,
-                "signature_list.timestamp_key names a timestamp the signature does not cover",
-            ),
-            // The tolerance is bounded, well below the key retention.
-            (
-                r#"{"s":{"kind":"stripe","tolerance_secs":31536000}}"#,
-                "tolerance_secs must be 1..=3600",
-            ),
-            (
-                r#"{"s":{"kind":"standard","tolerance_secs":3601}}"#,
-                "tolerance_secs must be 1..=3600",
-            ),
-            (
-                r#"{"s":{"kind":"slack","tolerance_secs":0}}"#,
-                "tolerance_secs must be 1..=3600",
-            ),
-            // And refused where nothing timestamped is signed.
-            (
-                r#"{"s":{"kind":"github","tolerance_secs":300}}"#,
-                "tolerance_secs does not apply to kind github",
-            ),
-            (
-                r#"{"s":{"kind":"hmac","signature_header":"S","tolerance_secs":300}}"#,
-                "tolerance_secs does not apply to kind hmac",
-            ),
-            (
-                r#"{"s":{"kind":"token","token_header":"T","tolerance_secs":300}}"#,
-                "tolerance_secs does not apply to kind token",
-            ),
-            (
-                r#"{"s":{"kind":"signed","signature_header":"S","tolerance_secs":300}}"#,
-                "tolerance_secs needs a timestamp",
-            ),
-            (
-                r#"{"s":{"kind":"shopify","tolerance_secs":300}}"#,
-                "signs no timestamp",
-            ),
-        ];
-        for (json, expected) in refused {
-            let err = parse_sources(json).unwrap_err();
-            assert_eq!(err.setting, "HOOKCLAIM_SOURCES");
-            assert!(err.problem.contains(expected), "{json}: {err}");
-        }
-        let accepted = [
-            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","message":["timestamp","body"],"tolerance_secs":3600}}"#,
-            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_header":"T","message":[{"header":"t"},"body"]}}"#,
-            r#"{"s":{"kind":"signed","signature_header":"S","timestamp_pointer":"/ts","tolerance_secs":1}}"#,
-            r#"{"s":{"kind":"stripe","tolerance_secs":600}}"#,
-            r#"{"s":{"kind":"paddle","tolerance_secs":60}}"#,
-        ];
-        for json in accepted {
-            let s = parse_sources(json).unwrap_or_else(|e| panic!("{json}: {e}"));
-            assert!(s["s"].scheme.refuses_old_requests(), "{json}");
-            assert!(!s["s"].long_key_retention, "{json}");
         }
     }
 }

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use super::destinations::{self, Destinations};
-use super::{bad, days, int, secs, ConfigError, Lookup};
+use super::destinations::Conflict;
+use super::{bad, choice, days, int, secs, ConfigError, Lookup};
 use crate::secret::{Secret, SecretFormat};
 
 /// Which shipped processor the `webhook` and `retention` binaries run.
@@ -138,16 +139,8 @@ pub(super) fn read_processor(get: Lookup<'_>) -> Result<ProcessorChoice, ConfigE
                         )
                     })?,
                 timeout: Duration::from_millis(int(get, "FORWARD_TIMEOUT_MS", 5000, 100, 60_000)?),
-                conflict_is_done: match get("FORWARD_CONFLICT").as_deref().unwrap_or("retry") {
-                    "retry" => false,
-                    "done" => true,
-                    other => {
-                        return Err(bad(
-                            "FORWARD_CONFLICT",
-                            format!("{other:?} is not one of retry, done"),
-                        ))
-                    }
-                },
+                conflict_is_done: choice(get, "FORWARD_CONFLICT", Conflict::Retry)?
+                    == Conflict::Done,
                 signing_secret: match get("FORWARD_SIGNING_SECRET") {
                     None => None,
                     Some(text) => Some(

@@ -12,7 +12,7 @@ use super::describe;
 /// acknowledged it.
 pub(super) async fn cancel(
     token: &CancelToken,
-    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    tls: Option<super::tls::Connector>,
     (host, port): (String, u16),
 ) -> std::io::Result<()> {
     let socket = tokio::net::TcpStream::connect((host.as_str(), port))

@@ -173,7 +173,7 @@ impl Credentials {
 pub struct Database {
     settings: DbSettings,
     credentials: Credentials,
-    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    tls: Option<tls::Connector>,
     conn: Mutex<Option<Client>>,
     connects: AtomicU64,
     /// Pooled mode: whether the role's server-side timeouts have been checked (once).

@@ -32,10 +32,6 @@ pub use stats::{state, stats, waiting, DeliveryState, LedgerStats, Waiting};
 /// SQLSTATE of a finish whose attempt no longer holds its row (`hookclaim_finish`).
 const FENCED: &str = "HC002";
 
-/// SQLSTATE of a ledger function refusing an argument no caller should send
-/// (`hookclaim_refuse`): a bug in the caller, never an answer to a sender.
-pub const REFUSED: &str = "HC001";
-
 /// A stored delivery as the retention function re-drives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredDelivery {

@@ -15,6 +15,9 @@ use tokio_postgres::Client;
 
 const LEASE: Duration = Duration::from_secs(60);
 
+/// The SQLSTATE of a ledger function refusing an argument (`hookclaim_refuse`).
+const REFUSED: &str = "HC001";
+
 #[derive(Clone)]
 struct Sample {
     source: &'static str,
@@ -762,7 +765,7 @@ async fn the_claim_refuses_arguments_it_must_never_store() {
             .expect_err(&call(changes));
         assert_eq!(
             e.code().map(|s| s.code()),
-            Some(ledger::REFUSED),
+            Some(REFUSED),
             "{changes:?}: {e}"
         );
     }
@@ -779,7 +782,7 @@ async fn the_claim_refuses_arguments_it_must_never_store() {
         .batch_execute(&call(&[("p_owner", "'other'"), ("p_lease_secs", "0")]))
         .await
         .expect_err("a takeover with a lease of 0");
-    assert_eq!(e.code().map(|s| s.code()), Some(ledger::REFUSED), "{e}");
+    assert_eq!(e.code().map(|s| s.code()), Some(REFUSED), "{e}");
     assert_eq!(
         status(&c, "stripe", "evt_args").await,
         ("processing".into(), 1)

@@ -791,7 +791,7 @@ async fn a_bad_destination_setting_fails_the_cold_start_naming_it() {
         (Some(r#"{"github":[{"kind":"sqs"}]}"#), "queue_url"),
         (
             Some(r#"{"github":[{"kind":"pubsub","topic":"x"}]}"#),
-            "unknown variant",
+            "kind \"pubsub\" is not one of sqs, eventbridge, stepfunctions, http",
         ),
         (
             Some(r#"{"nosuch":[{"kind":"sqs","queue_url":"https://q/1/a"}]}"#),

@@ -57,7 +57,10 @@ pub use ed25519::Ed25519Scheme;
 pub use hmac::HmacScheme;
 pub use locate::{Field, IdLocation};
 pub use mac::{Algorithm, SignatureEncoding};
-pub use signed::{MessagePart, SignatureFormat, SignedScheme, TimestampFrom, TimestampRule};
+pub use signed::{
+    MessagePart, SchemeError, SignatureFormat, SignedParts, SignedScheme, TimestampFrom,
+    TimestampRule,
+};
 pub use timestamp::{TimestampUnit, Tolerance};
 pub use token::TokenScheme;
 pub use twilio::TwilioScheme;

@@ -7,8 +7,13 @@ use sha1::Sha1;
 use sha2::{Sha256, Sha512};
 use subtle::ConstantTimeEq as _;
 
-/// The hash under an HMAC.
+/// The hash under an HMAC. In configuration: `sha1`, `sha256` or `sha512`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Algorithm {
     /// HMAC-SHA1 (Twilio, Intercom): 20-byte tags.
     Sha1,
@@ -29,8 +34,13 @@ impl Algorithm {
     }
 }
 
-/// Text encoding of a signature.
+/// Text encoding of a signature. In configuration: `hex` or `base64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum SignatureEncoding {
     /// Lower- or upper-case hexadecimal.
     Hex,

@@ -8,8 +8,14 @@ use super::mac::{self, Algorithm, SignatureEncoding};
 use super::timestamp::{parse_millis, TimestampUnit, Tolerance};
 use super::{bounded_entries, required_header, Incoming, Keys, Verified, VerifyError};
 
-/// One piece of the signed message, concatenated in order.
+/// One piece of the signed message, concatenated in order. In configuration: `"body"`,
+/// `"timestamp"`, `"id"`, `"method"`, `"url"`, `{"header": NAME}` or `{"text": LITERAL}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum MessagePart {
     /// The raw body.
     Body,
@@ -69,7 +75,9 @@ pub struct TimestampRule {
     pub tolerance: Tolerance,
 }
 
-/// The configurable signed-message scheme.
+/// The configurable signed-message scheme. Outside this crate it is built by
+/// [`SignedScheme::new`], which checks the rules that span its parts, so a scheme that exists is
+/// one that can be verified against.
 ///
 /// Authenticity: the signature header is required; each candidate must decode (hex or base64)
 /// to exactly the MAC's length, and the message is the concatenation of `message`'s parts. A
@@ -78,6 +86,7 @@ pub struct TimestampRule {
 /// `MalformedHeader` for headers and the signature header, `MalformedTimestamp` for a body
 /// field; it is checked against the tolerance after the signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SignedScheme {
     /// The MAC's hash.
     pub algorithm: Algorithm,
@@ -102,7 +111,149 @@ pub struct SignedScheme {
     pub public_url: Option<String>,
 }
 
+/// What a [`SignedScheme`] is made of, before [`SignedScheme::new`] checks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedParts {
+    /// The MAC's hash.
+    pub algorithm: Algorithm,
+    /// Header carrying the signature.
+    pub signature_header: String,
+    /// How each signature is written.
+    pub encoding: SignatureEncoding,
+    /// How the signature header is laid out.
+    pub format: SignatureFormat,
+    /// The signed message.
+    pub message: Vec<MessagePart>,
+    /// The signed timestamp, if the scheme has one.
+    pub timestamp: Option<TimestampRule>,
+    /// Where the delivery id comes from.
+    pub id: IdLocation,
+    /// Where the event type comes from, if anywhere.
+    pub event_type: Option<Field>,
+    /// The URL the provider posts to; required by `Url` parts.
+    pub public_url: Option<String>,
+}
+
+/// Why parts do not make a [`SignedScheme`]. Each names the setting at fault, in the words
+/// hookclaim's configuration uses for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemeError {
+    /// A header name that HTTP does not allow; the setting is named.
+    #[error("{0} is not a valid header name")]
+    HeaderName(&'static str),
+    /// No `Body` part: a signature that does not cover the body proves nothing about it.
+    #[error("message must include the body")]
+    NoBody,
+    /// A `Timestamp` part without a timestamp rule.
+    #[error("a timestamp message part needs a timestamp setting")]
+    TimestampPartWithoutTimestamp,
+    /// An `Id` part without the id in a header.
+    #[error("an id message part needs id_header")]
+    IdPartWithoutIdHeader,
+    /// A `Url` part without a public URL.
+    #[error("a url message part needs public_url")]
+    UrlPartWithoutPublicUrl,
+    /// A public URL that is not http(s), or carries a query string or fragment.
+    #[error("public_url must be an http(s) URL without query string or fragment")]
+    PublicUrl,
+    /// An empty key in a `k=v` signature list.
+    #[error("signature_list keys must not be empty")]
+    EmptyListKey,
+    /// A timestamp the signature does not cover: a captured request with the timestamp
+    /// rewritten would pass the tolerance check. The setting that names it is given.
+    #[error(
+        "{0} names a timestamp the signature does not cover: add \"timestamp\" (or the \
+         timestamp header) to message, or remove the timestamp setting"
+    )]
+    UnsignedTimestamp(&'static str),
+}
+
 impl SignedScheme {
+    /// The scheme made of `parts`, once they are checked: valid header names, a message that
+    /// includes the body and only parts the scheme can fill in, and a timestamp (if any) that
+    /// the signature covers.
+    pub fn new(parts: SignedParts) -> Result<Self, SchemeError> {
+        let scheme = SignedScheme {
+            algorithm: parts.algorithm,
+            signature_header: parts.signature_header,
+            other_signature_headers: Vec::new(),
+            encoding: parts.encoding,
+            format: parts.format,
+            message: parts.message,
+            timestamp: parts.timestamp,
+            id: parts.id,
+            event_type: parts.event_type,
+            public_url: parts.public_url,
+        };
+        scheme.check()?;
+        Ok(scheme)
+    }
+
+    /// The rules [`SignedScheme::new`] enforces; every preset keeps them too.
+    pub(crate) fn check(&self) -> Result<(), SchemeError> {
+        let valid = |name: &str| http::HeaderName::from_bytes(name.as_bytes()).is_ok();
+        if !valid(&self.signature_header) {
+            return Err(SchemeError::HeaderName("signature_header"));
+        }
+        if let SignatureFormat::List {
+            signature_key,
+            timestamp_key,
+            ..
+        } = &self.format
+        {
+            if signature_key.is_empty() || timestamp_key.as_deref() == Some("") {
+                return Err(SchemeError::EmptyListKey);
+            }
+        }
+        if let Some(TimestampRule {
+            from: TimestampFrom::Header(h),
+            ..
+        }) = &self.timestamp
+        {
+            if !valid(h) {
+                return Err(SchemeError::HeaderName("timestamp_header"));
+            }
+        }
+        for part in &self.message {
+            match part {
+                MessagePart::Header(h) if !valid(h) => {
+                    return Err(SchemeError::HeaderName("message header"))
+                }
+                MessagePart::Timestamp if self.timestamp.is_none() => {
+                    return Err(SchemeError::TimestampPartWithoutTimestamp)
+                }
+                MessagePart::Id if !matches!(self.id, IdLocation::Header(_)) => {
+                    return Err(SchemeError::IdPartWithoutIdHeader)
+                }
+                MessagePart::Url if self.public_url.is_none() => {
+                    return Err(SchemeError::UrlPartWithoutPublicUrl)
+                }
+                _ => {}
+            }
+        }
+        if !self.message.contains(&MessagePart::Body) {
+            return Err(SchemeError::NoBody);
+        }
+        if let Some(url) = &self.public_url {
+            let ok = (url.starts_with("https://") || url.starts_with("http://"))
+                && !url.contains(['?', '#'])
+                && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+            if !ok {
+                return Err(SchemeError::PublicUrl);
+            }
+        }
+        if self.signs_timestamp() == Some(false) {
+            return Err(SchemeError::UnsignedTimestamp(
+                match self.timestamp.as_ref().map(|t| &t.from) {
+                    Some(TimestampFrom::Signature) => "signature_list.timestamp_key",
+                    _ => "timestamp_header",
+                },
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the message includes the named header's raw bytes.
     fn signs_header(&self, name: &str) -> bool {
         self.message
@@ -285,5 +436,116 @@ impl SignedScheme {
             id_origin,
             event_type: locate_event_type(self.event_type.as_ref(), req.headers, &body),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timestamp::Tolerance;
+
+    fn parts() -> SignedParts {
+        SignedParts {
+            algorithm: Algorithm::Sha256,
+            signature_header: "X-Sig".into(),
+            encoding: SignatureEncoding::Hex,
+            format: SignatureFormat::Prefixed(String::new()),
+            message: vec![MessagePart::Timestamp, MessagePart::Body],
+            timestamp: Some(TimestampRule {
+                from: TimestampFrom::Header("X-Ts".into()),
+                unit: TimestampUnit::Seconds,
+                tolerance: Tolerance::Both(300),
+            }),
+            id: IdLocation::Header("X-Id".into()),
+            event_type: None,
+            public_url: None,
+        }
+    }
+
+    #[test]
+    fn a_scheme_is_built_only_from_parts_that_keep_its_rules() {
+        assert!(SignedScheme::new(parts()).is_ok());
+        type Change = fn(&mut SignedParts);
+        let cases: Vec<(Change, SchemeError)> = vec![
+            (
+                |p| p.signature_header = "a b".into(),
+                SchemeError::HeaderName("signature_header"),
+            ),
+            (
+                |p| p.message.push(MessagePart::Header("a b".into())),
+                SchemeError::HeaderName("message header"),
+            ),
+            (
+                |p| p.timestamp.as_mut().unwrap().from = TimestampFrom::Header("a b".into()),
+                SchemeError::HeaderName("timestamp_header"),
+            ),
+            (
+                |p| p.message.retain(|m| *m != MessagePart::Body),
+                SchemeError::NoBody,
+            ),
+            (
+                |p| p.timestamp = None,
+                SchemeError::TimestampPartWithoutTimestamp,
+            ),
+            (
+                |p| {
+                    p.message.push(MessagePart::Id);
+                    p.id = IdLocation::JsonPointer("/id".into());
+                },
+                SchemeError::IdPartWithoutIdHeader,
+            ),
+            (
+                |p| p.message.push(MessagePart::Url),
+                SchemeError::UrlPartWithoutPublicUrl,
+            ),
+            (
+                |p| p.public_url = Some("https://example.com/hook?x=1".into()),
+                SchemeError::PublicUrl,
+            ),
+            (
+                |p| {
+                    p.format = SignatureFormat::List {
+                        separator: ',',
+                        signature_key: String::new(),
+                        timestamp_key: None,
+                    }
+                },
+                SchemeError::EmptyListKey,
+            ),
+            (
+                |p| p.message = vec![MessagePart::Body],
+                SchemeError::UnsignedTimestamp("timestamp_header"),
+            ),
+            (
+                |p| {
+                    p.message = vec![MessagePart::Body];
+                    p.format = SignatureFormat::List {
+                        separator: ',',
+                        signature_key: "v1".into(),
+                        timestamp_key: Some("t".into()),
+                    };
+                    p.timestamp.as_mut().unwrap().from = TimestampFrom::Signature;
+                },
+                SchemeError::UnsignedTimestamp("signature_list.timestamp_key"),
+            ),
+        ];
+        for (change, expected) in cases {
+            let mut p = parts();
+            change(&mut p);
+            assert_eq!(SignedScheme::new(p).unwrap_err(), expected);
+        }
+        // The same timestamp header, signed as a header part rather than a timestamp part.
+        let mut p = parts();
+        p.message = vec![MessagePart::Header("x-ts".into()), MessagePart::Body];
+        assert!(SignedScheme::new(p).is_ok());
+    }
+
+    #[test]
+    fn every_preset_keeps_the_rules_new_checks() {
+        for preset in crate::presets::PRESETS {
+            if let crate::Scheme::Signed(s) = preset.scheme(None, "https://example.com/hook") {
+                assert_eq!(s.check(), Ok(()), "{}", preset.name);
+            }
+        }
     }
 }

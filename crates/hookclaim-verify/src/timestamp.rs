@@ -2,15 +2,19 @@
 //! tolerance check. Everything is compared in milliseconds, so a sender writing milliseconds
 //! is held to the same edges as one writing seconds.
 
-/// How a timestamp is written.
+/// How a timestamp is written. In configuration: `s`, `ms` or `rfc3339`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 pub enum TimestampUnit {
     /// Unix seconds, plain decimal digits.
+    #[cfg_attr(feature = "serde", serde(rename = "s"))]
     Seconds,
     /// Unix milliseconds, plain decimal digits.
+    #[cfg_attr(feature = "serde", serde(rename = "ms"))]
     Millis,
     /// RFC 3339, e.g. `2023-07-19T14:56:51.634234626Z` (Twitch); fractions below a millisecond
     /// are dropped.
+    #[cfg_attr(feature = "serde", serde(rename = "rfc3339"))]
     Rfc3339,
 }
 

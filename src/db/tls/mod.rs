@@ -1,15 +1,25 @@
-//! TLS for the database connection, on rustls with ring (the TLS stack and crypto library the
-//! AWS SDK and the forwarder use): the connector for each mode, and the CA bundle (such as the RDS
-//! global bundle) that `verify-full` trusts, read at cold start so a bad file fails it.
+//! TLS for the database connection: the connector for each mode, and the CA bundle (such as the
+//! RDS global bundle) that `verify-full` trusts, read at cold start so a bad file fails it.
+//!
+//! Two backends with the same modes and errors: rustls with ring by default (the TLS stack and
+//! crypto library the AWS SDK and the forwarder use), or with the `native-tls` feature the
+//! platform's TLS library through `postgres-native-tls` (OpenSSL on Linux, vendored so that a
+//! cross-compiled build needs no OpenSSL for the target).
 
-use std::sync::Arc;
+#[cfg(feature = "native-tls")]
+mod native_backend;
+#[cfg(not(feature = "native-tls"))]
+mod rustls_backend;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use tokio_postgres_rustls::MakeRustlsConnect;
+use rustls::pki_types::CertificateDer;
+
+#[cfg(feature = "native-tls")]
+use native_backend as backend;
+#[cfg(not(feature = "native-tls"))]
+use rustls_backend as backend;
+
+pub(super) use backend::Connector;
 
 use crate::config::TlsMode;
 
@@ -20,92 +30,54 @@ use super::DbError;
 pub(super) fn connector(
     mode: TlsMode,
     ca_file: Option<&std::path::Path>,
-) -> Result<Option<MakeRustlsConnect>, DbError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| DbError::Tls(format!("cannot build TLS configuration: {e}")))?;
-    let config = match mode {
+) -> Result<Option<Connector>, DbError> {
+    let trust = match mode {
         TlsMode::Disable => return Ok(None),
-        TlsMode::Require => config
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
-            .with_no_client_auth(),
+        TlsMode::Require => Trust::AnyCertificate,
         TlsMode::VerifyFull => {
             let path = ca_file.ok_or_else(|| {
                 DbError::Tls("verify-full needs a CA bundle file (DATABASE_CA_FILE)".into())
             })?;
-            // Trust exactly the bundle: a public CA must not vouch for the database.
-            config
-                .with_root_certificates(bundle(path)?)
-                .with_no_client_auth()
+            Trust::Bundle(path, bundle(path)?)
         }
     };
-    Ok(Some(MakeRustlsConnect::new(config)))
+    Ok(Some(backend::connector(trust)?))
 }
 
-/// The certificates of the PEM bundle at `path`, every one of them usable as a trust anchor.
-fn bundle(path: &std::path::Path) -> Result<RootCertStore, DbError> {
+/// Whom a connector trusts.
+enum Trust<'a> {
+    /// Any certificate, as libpq's `sslmode=require`: encrypted, but the server is not
+    /// authenticated. The handshake's signatures are still checked, so the session's keys are
+    /// agreed with whoever holds the certificate's private key.
+    AnyCertificate,
+    /// Exactly the certificates of the bundle at the path, for a certificate that names the
+    /// host: a public CA must not vouch for the database.
+    Bundle(&'a std::path::Path, Vec<CertificateDer<'static>>),
+}
+
+/// The certificates of the PEM bundle at `path`: at least one, each checked by the backend as
+/// it is added.
+fn bundle(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, DbError> {
     let pem = std::fs::read(path)
         .map_err(|e| DbError::Tls(unusable_bundle(path, &format!("cannot be read ({e})"))))?;
-    let invalid = |e: &dyn std::fmt::Display| {
-        DbError::Tls(unusable_bundle(
-            path,
-            &format!("holds an invalid certificate ({e})"),
-        ))
-    };
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        roots.add(cert.map_err(|e| invalid(&e))?).map_err(|e| invalid(&e))?;
-    }
-    if roots.is_empty() {
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid_certificate(path, &e))?;
+    if certs.is_empty() {
         return Err(DbError::Tls(unusable_bundle(
             path,
             "holds no PEM certificate",
         )));
     }
-    Ok(roots)
+    Ok(certs)
 }
 
-/// `require`, as libpq's `sslmode=require`: encrypted, but any certificate is accepted, so the
-/// server is not authenticated. The handshake's signatures are still checked, so the session's
-/// keys are agreed with whoever holds the certificate's private key.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+/// The error for a certificate in the bundle that cannot be used as a trust anchor.
+fn invalid_certificate(path: &std::path::Path, e: &dyn std::fmt::Display) -> DbError {
+    DbError::Tls(unusable_bundle(
+        path,
+        &format!("holds an invalid certificate ({e})"),
+    ))
 }
 
 /// The error for a CA bundle that `verify-full` cannot use: the file, what is wrong with it, and
