@@ -10,8 +10,8 @@ use futures_util::FutureExt as _;
 use crate::config::RetryPolicy;
 use crate::db::{classify, is_connection_error, DbError, Session};
 use crate::invocation;
-use crate::processor::{Delivery, ProcessError, Processor, Retry};
-use crate::ledger::{self, Attempt, Finish, StoredDelivery};
+use crate::processor::{is_store_only, Delivery, ProcessError, Processor, Retry};
+use crate::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery, StoredDelivery};
 use crate::work::{Work, WorkError};
 
 /// How a claimed delivery ended.
@@ -63,6 +63,95 @@ pub const PROCESSING_RESERVE: Duration = Duration::from_millis(500);
 /// The shortest wait a processor's [`ProcessError::retry_in`] gets: `Retry-After` counts whole
 /// seconds.
 const MIN_RETRY_IN: Duration = Duration::from_secs(1);
+
+/// How a delivery's claim ended, and its processing where this invocation won it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    /// Not this invocation's to run: the claim's answer (a duplicate, a delivery another
+    /// invocation or transaction holds, one not due yet, or given up on).
+    NotRun(Claim),
+    /// A new delivery a store-only claim stored as done: nothing to process.
+    Stored,
+    /// Won at `attempt` and processed.
+    Ran {
+        /// The attempt this invocation held.
+        attempt: i32,
+        /// How processing ended.
+        settled: Settled,
+        /// The request's body differed from the row's (a takeover), and the stored one ran.
+        stored_body: bool,
+    },
+}
+
+/// Claims `new` for `claimant` and, when this invocation wins it, runs it through `processor`
+/// before `deadline`: the request's delivery, or, on a takeover by a request with another body,
+/// the delivery stored with the row (the ledger's body is the delivery). The webhook function
+/// and the test harness both deliver through this.
+pub async fn claim_and_run<P: Processor>(
+    session: &mut Session<'_>,
+    processor: &P,
+    new: &NewDelivery<'_>,
+    claimant: &Claimant<'_>,
+    policy: &RetryPolicy,
+    deadline: SystemTime,
+) -> Result<Handled, DbError> {
+    let store_only = is_store_only(processor);
+    let claim = session
+        .run(|c, _| Box::pin(ledger::claim(c, new, claimant, store_only)))
+        .await?;
+    let Claim::Claimed {
+        attempt,
+        same_payload,
+    } = claim
+    else {
+        return Ok(Handled::NotRun(claim));
+    };
+    // A store-only claim stores a new delivery as done; one it took over (attempt 2 or later)
+    // is finished here like any other.
+    if store_only && attempt == 1 {
+        return Ok(Handled::Stored);
+    }
+    let delivery = if same_payload {
+        Delivery {
+            source: new.source.to_owned(),
+            delivery_id: new.delivery_id.to_owned(),
+            event_type: new.event_type.map(str::to_owned),
+            payload: new.payload.to_vec(),
+            headers: new.headers.clone(),
+            attempt,
+        }
+    } else {
+        let at = Attempt {
+            source: new.source,
+            delivery_id: new.delivery_id,
+            attempt,
+            owner: claimant.owner,
+        };
+        let held = session
+            .run(|c, _| Box::pin(ledger::held(c, &at)))
+            .await?;
+        match held.as_ref().and_then(delivery_of) {
+            Some(stored) => stored,
+            // No longer held (the lease ran out already): the retention function or a later
+            // redelivery runs it from the row.
+            None => return Ok(Handled::NotRun(Claim::Busy)),
+        }
+    };
+    let settled = run_claimed(
+        session,
+        processor,
+        &delivery,
+        claimant.owner,
+        policy,
+        deadline,
+    )
+    .await?;
+    Ok(Handled::Ran {
+        attempt,
+        settled,
+        stored_body: !same_payload,
+    })
+}
 
 /// Processes `delivery` (already claimed at `delivery.attempt` by `owner`) in a transaction and
 /// records the outcome, all before the invocation's `deadline`.

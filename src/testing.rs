@@ -30,9 +30,9 @@ use tokio_postgres::types::Type;
 use crate::config::{Config, ConfigError, RetryPolicy};
 use crate::db::{Database, DbError};
 use crate::environment::{self, StartupError};
-use crate::ledger::{self, Attempt, Claim, Claimant, NewDelivery};
-use crate::pipeline::{self, Settled};
-use crate::processor::{is_store_only, Delivery, Processor};
+use crate::ledger::{Claim, Claimant, NewDelivery};
+use crate::pipeline::{self, Handled, Settled};
+use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
 use crate::verify::IdOrigin;
 
@@ -149,61 +149,33 @@ impl<P: Processor> Harness<P> {
             lease: RUN_TIME,
             max_attempts: self.retry.max_attempts,
         };
-        let store_only = is_store_only(&self.processor);
-        let claim = session
-            .run(|c, _| Box::pin(ledger::claim(c, &new, &claimant, store_only)))
-            .await?;
-        let (attempt, same_payload) = match claim {
-            Claim::Claimed {
-                attempt,
-                same_payload,
-            } => (attempt, same_payload),
-            Claim::Done { .. } | Claim::Dead { .. } | Claim::Resent { .. } => {
-                return Ok(Ran::Duplicate)
-            }
-            Claim::InProgress => return Ok(Ran::InProgress),
-            Claim::Busy => return Ok(Ran::Busy),
-            Claim::RetryLater { .. } => return Ok(Ran::RetryLater),
-            Claim::GaveUp => {
-                return Ok(Ran::Dead {
-                    error: "gave up: every attempt died before it finished".into(),
-                })
-            }
-        };
-        if store_only && attempt == 1 {
-            return Ok(Ran::Done);
-        }
-        let mut claimed = delivery.clone();
-        claimed.attempt = attempt;
-        if !same_payload {
-            // As the webhook does: a takeover runs the body stored with the row.
-            let at = Attempt {
-                source: &delivery.source,
-                delivery_id: &delivery.delivery_id,
-                attempt,
-                owner: &owner,
-            };
-            let held = session.run(|c, _| Box::pin(ledger::held(c, &at))).await?;
-            match held.as_ref().and_then(pipeline::delivery_of) {
-                Some(stored) => claimed = stored,
-                None => return Ok(Ran::Busy),
-            }
-        }
         let deadline = SystemTime::now() + RUN_TIME;
-        let settled = pipeline::run_claimed(
+        let handled = pipeline::claim_and_run(
             &mut session,
             &self.processor,
-            &claimed,
-            &owner,
+            &new,
+            &claimant,
             &self.retry,
             deadline,
         )
         .await?;
-        Ok(match settled {
-            Settled::Done => Ran::Done,
-            Settled::Failed { error, retry_in } => Ran::Failed { error, retry_in },
-            Settled::Dead { error } => Ran::Dead { error },
-            Settled::Fenced => Ran::Busy,
+        Ok(match handled {
+            Handled::NotRun(Claim::Done { .. } | Claim::Dead { .. } | Claim::Resent { .. }) => {
+                Ran::Duplicate
+            }
+            Handled::NotRun(Claim::InProgress) => Ran::InProgress,
+            Handled::NotRun(Claim::RetryLater { .. }) => Ran::RetryLater,
+            Handled::NotRun(Claim::GaveUp) => Ran::Dead {
+                error: "gave up: every attempt died before it finished".into(),
+            },
+            Handled::NotRun(Claim::Busy | Claim::Claimed { .. }) => Ran::Busy,
+            Handled::Stored => Ran::Done,
+            Handled::Ran { settled, .. } => match settled {
+                Settled::Done => Ran::Done,
+                Settled::Failed { error, retry_in } => Ran::Failed { error, retry_in },
+                Settled::Dead { error } => Ran::Dead { error },
+                Settled::Fenced => Ran::Busy,
+            },
         })
     }
 

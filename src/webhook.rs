@@ -22,12 +22,12 @@ use crate::handshake::{self, Challenge, Handshake};
 use crate::invocation;
 use crate::keys::{Keyring, Keys, KeysError};
 use crate::observe::{self, DeliveryRecord, Level};
-use crate::pipeline::{self, Settled};
+use crate::pipeline::{self, Handled, Settled};
 use crate::environment;
 use crate::function::Error;
-use crate::processor::{is_store_only, Delivery, Processor};
+use crate::processor::Processor;
 use crate::readiness::Readiness;
-use crate::ledger::{self, Attempt, Claim, Claimant, NewDelivery};
+use crate::ledger::{Claim, Claimant, NewDelivery};
 use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 
 /// Headers kept with every delivery when present, besides each scheme's own.
@@ -406,66 +406,40 @@ impl<P: Processor> Webhook<P> {
             lease: self.lease(req),
             max_attempts: self.retry.max_attempts,
         };
-        let store_only = is_store_only(&self.processor);
         let mut session = self.db.session().await;
         self.ready.ensure(&mut session, &self.processor).await?;
-        let claim = session
-            .run(|c, _| Box::pin(ledger::claim(c, &new, &claimant, store_only)))
-            .await?;
-        let Claim::Claimed {
-            attempt,
-            same_payload,
-        } = claim
-        else {
-            return Ok(answer_claim(claim, (self.clock)(), facts));
-        };
-        facts.attempt = Some(attempt);
-        // A store-only claim stores a new delivery as done; one it took over (attempt 2 or
-        // later) is finished through the pipeline like any other.
-        if store_only && attempt == 1 {
-            return Ok(Answer::Processed);
-        }
-        let delivery = if same_payload {
-            Delivery {
-                source: source.name.clone(),
-                delivery_id: verified.delivery_id,
-                event_type: verified.event_type,
-                payload: body.to_vec(),
-                headers,
-                attempt,
-            }
-        } else {
-            // The ledger's body is the delivery: a takeover runs what the row stores (and what
-            // every later re-drive and replay will run), not this request's other body.
-            facts.payload_mismatch = true;
-            facts.reason = Some("takeover with a different payload: the stored one runs".into());
-            let at = Attempt {
-                source: &source.name,
-                delivery_id: &verified.delivery_id,
-                attempt,
-                owner: &owner,
-            };
-            let stored = session
-                .run(|c, _| Box::pin(ledger::held(c, &at)))
-                .await?;
-            match stored.as_ref().and_then(pipeline::delivery_of) {
-                Some(delivery) => delivery,
-                // Not held any more (the lease ran out already) or without a payload to run:
-                // the retention function or a later redelivery takes it from the row.
-                None => return Ok(Answer::Busy),
-            }
-        };
         let deadline = invocation::deadline(req.lambda_context_ref());
-        let settled = pipeline::run_claimed(
+        let handled = pipeline::claim_and_run(
             &mut session,
             &self.processor,
-            &delivery,
-            &owner,
+            &new,
+            &claimant,
             &self.retry,
             deadline,
         )
         .await?;
-        Ok(answer_settled(settled, facts))
+        Ok(match handled {
+            Handled::NotRun(claim) => answer_claim(claim, (self.clock)(), facts),
+            Handled::Stored => {
+                facts.attempt = Some(1);
+                Answer::Processed
+            }
+            Handled::Ran {
+                attempt,
+                settled,
+                stored_body,
+            } => {
+                facts.attempt = Some(attempt);
+                let answer = answer_settled(settled, facts);
+                if stored_body {
+                    facts.payload_mismatch = true;
+                    facts.reason.get_or_insert_with(|| {
+                        "takeover with a different payload: the stored one ran".into()
+                    });
+                }
+                answer
+            }
+        })
     }
 
     /// Verifies with the cached secrets; if that fails on the signature alone (or the source's
