@@ -246,16 +246,16 @@ impl<'c> Work<'c> {
         if self.open {
             return Err(WorkError::InTransaction);
         }
-        let at = &self.attempt;
+        let [source, id, attempt, owner] = self.attempt.params();
         let n = self
             .conn
             .execute_typed(
                 include_str!("work/record_step.sql"),
                 &[
-                    (&at.source, Type::TEXT),
-                    (&at.delivery_id, Type::TEXT),
-                    (&at.attempt, Type::INT4),
-                    (&at.owner, Type::TEXT),
+                    source,
+                    id,
+                    attempt,
+                    owner,
                     (&step, Type::TEXT),
                     (&detail, Type::TEXT),
                 ],
@@ -290,18 +290,9 @@ impl<'c> Work<'c> {
 
     /// Whether this attempt still holds the claim.
     async fn holds_claim(&self) -> Result<bool, WorkError> {
-        let at = &self.attempt;
         let row = self
             .conn
-            .query_typed_one(
-                include_str!("work/holds_claim.sql"),
-                &[
-                    (&at.source, Type::TEXT),
-                    (&at.delivery_id, Type::TEXT),
-                    (&at.attempt, Type::INT4),
-                    (&at.owner, Type::TEXT),
-                ],
-            )
+            .query_typed_one(include_str!("work/holds_claim.sql"), &self.attempt.params())
             .await?;
         Ok(row.get(0))
     }

@@ -176,15 +176,7 @@ pub async fn held(
     at: &Attempt<'_>,
 ) -> Result<Option<StoredDelivery>, Error> {
     let row = c
-        .query_typed_opt(
-            include_str!("sql/held.sql"),
-            &[
-                (&at.source, Type::TEXT),
-                (&at.delivery_id, Type::TEXT),
-                (&at.attempt, Type::INT4),
-                (&at.owner, Type::TEXT),
-            ],
-        )
+        .query_typed_opt(include_str!("sql/held.sql"), &at.params())
         .await?;
     Ok(row.as_ref().map(StoredDelivery::from_row))
 }

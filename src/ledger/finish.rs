@@ -25,6 +25,19 @@ pub struct Attempt<'a> {
     pub owner: &'a str,
 }
 
+impl Attempt<'_> {
+    /// The fence's parameters, `$1` to `$4` of every statement fenced on an attempt: source,
+    /// delivery id, attempt, owner.
+    pub(crate) fn params(&self) -> [(&(dyn ToSql + Sync), Type); 4] {
+        [
+            (&self.source, Type::TEXT),
+            (&self.delivery_id, Type::TEXT),
+            (&self.attempt, Type::INT4),
+            (&self.owner, Type::TEXT),
+        ]
+    }
+}
+
 /// The result of a fenced finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finish {
@@ -69,11 +82,12 @@ async fn finish(
     error: Option<&str>,
     retry_in_secs: Option<f64>,
 ) -> Result<Finish, Error> {
+    let [source, id, attempt, owner] = at.params();
     let params: [(&(dyn ToSql + Sync), Type); 7] = [
-        (&at.source, Type::TEXT),
-        (&at.delivery_id, Type::TEXT),
-        (&at.attempt, Type::INT4),
-        (&at.owner, Type::TEXT),
+        source,
+        id,
+        attempt,
+        owner,
         (&outcome, Type::TEXT),
         (&error, Type::TEXT),
         (&retry_in_secs, Type::FLOAT8),
