@@ -9,16 +9,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::support::licences::Licences;
 use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
-use hookclaim::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery};
+use hookclaim::ledger::{self, Attempt, Claim, Finish};
 use hookclaim::pipeline::{self, Settled};
 use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
-use hookclaim::verify::IdOrigin;
 use hookclaim::work::Work;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use support::ledger::{
-    assert_rows_well_formed, exists, expire_lease, licences, make_due, state, status,
+    assert_rows_well_formed, claim_as, exists, expire_lease, licences, make_due, state, status,
 };
 use support::TestDb;
 use tokio_postgres::Client;
@@ -117,29 +115,6 @@ fn order_body(id: &str, order: &str) -> String {
 /// Claims a Stripe delivery as a webhook invocation `owner` would: processing, with its payload.
 async fn claim(c: &Client, id: &str, body: &str, owner: &str) -> Claim {
     claim_as(c, "stripe", id, body, owner).await
-}
-
-/// [`claim`] from `source`.
-async fn claim_as(c: &Client, source: &str, id: &str, body: &str, owner: &str) -> Claim {
-    let hash = Sha256::digest(body.as_bytes());
-    let headers = BTreeMap::from([("stripe-signature".to_string(), "t=1,v1=ab".to_string())]);
-    let new = NewDelivery {
-        source,
-        delivery_id: id,
-        id_origin: IdOrigin::Body,
-        event_type: Some("checkout.session.completed"),
-        payload: body.as_bytes(),
-        payload_sha256: &hash,
-        headers: &headers,
-        long_key_retention: false,
-        replay_guard: false,
-    };
-    let claimant = Claimant {
-        owner,
-        lease: Duration::from_secs(60),
-        max_attempts: 5,
-    };
-    ledger::claim(c, &new, &claimant, false).await.unwrap()
 }
 
 /// Attempt 1 at `id`, as webhook invocation `owner` claimed it with [`claim`].

@@ -183,25 +183,7 @@ async fn a_row_locked_by_a_finish_in_flight_answers_503_with_a_short_retry_after
     let c = db.client().await;
     let holder = db.client().await;
     let body = r#"{"id":"evt_finishing","type":"t"}"#;
-    let hash = sha2_256(body.as_bytes());
-    let headers = Default::default();
-    let new = NewDelivery {
-        source: "stripe",
-        delivery_id: "evt_finishing",
-        id_origin: hookclaim::verify::IdOrigin::Body,
-        event_type: Some("t"),
-        payload: body.as_bytes(),
-        payload_sha256: &hash,
-        headers: &headers,
-        long_key_retention: false,
-        replay_guard: false,
-    };
-    let claimant = Claimant {
-        owner: "someone-else",
-        lease: Duration::from_secs(60),
-        max_attempts: 5,
-    };
-    ledger::claim(&c, &new, &claimant, false).await.unwrap();
+    support::ledger::claim_as(&c, "stripe", "evt_finishing", body, "someone-else").await;
     support::ledger::expire_lease(&c, "evt_finishing").await;
     // Its holder is finishing: the row is locked by a transaction that has not committed.
     holder.batch_execute("BEGIN").await.unwrap();

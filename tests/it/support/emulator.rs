@@ -145,20 +145,26 @@ impl Emulator {
         req.push_str("\r\n");
         sock.write_all(req.as_bytes()).expect("send");
         sock.write_all(body).expect("send body");
-        let mut raw = Vec::new();
-        sock.read_to_end(&mut raw).expect("read response");
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, dechunk(&body))
+        read_answer(&mut sock)
     }
+}
+
+/// Reads an HTTP/1.1 answer to the end (the request said `connection: close`): its status and
+/// its body, dechunked.
+pub fn read_answer(sock: &mut std::net::TcpStream) -> (u16, String) {
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw).expect("read the answer");
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, dechunk(&body))
 }
 
 /// Undoes chunked transfer encoding where an emulator used it.

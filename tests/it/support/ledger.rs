@@ -5,6 +5,42 @@ use tokio_postgres::Client;
 
 use super::count;
 
+/// Claims a Stripe-like delivery (its id in the body, no replay guard) of `source` as webhook
+/// invocation `owner` would: processing under a 60 s lease, with its payload.
+pub async fn claim_as(
+    c: &Client,
+    source: &str,
+    id: &str,
+    body: &str,
+    owner: &str,
+) -> hookclaim::ledger::Claim {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(body.as_bytes());
+    let headers = std::collections::BTreeMap::from([(
+        "stripe-signature".to_string(),
+        "t=1,v1=ab".to_string(),
+    )]);
+    let new = hookclaim::ledger::NewDelivery {
+        source,
+        delivery_id: id,
+        id_origin: hookclaim::verify::IdOrigin::Body,
+        event_type: Some("checkout.session.completed"),
+        payload: body.as_bytes(),
+        payload_sha256: &hash,
+        headers: &headers,
+        long_key_retention: false,
+        replay_guard: false,
+    };
+    let claimant = hookclaim::ledger::Claimant {
+        owner,
+        lease: std::time::Duration::from_secs(60),
+        max_attempts: 5,
+    };
+    hookclaim::ledger::claim(c, &new, &claimant, false)
+        .await
+        .expect("claim")
+}
+
 /// Ends `id`'s lease a second ago, as if its invocation had died.
 pub async fn expire_lease(c: &Client, id: &str) {
     c.execute(

@@ -5,7 +5,7 @@
 //! invocation (START, END, REPORT lines) as Lambda does.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -97,19 +97,7 @@ impl Rie {
         );
         sock.write_all(head.as_bytes()).expect("send");
         sock.write_all(body.as_bytes()).expect("send body");
-        let mut raw = Vec::new();
-        sock.read_to_end(&mut raw).expect("read the RIE's answer");
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, super::emulator::dechunk(&body))
+        super::emulator::read_answer(&mut sock)
     }
 
     /// Invokes the function with an API Gateway event and returns the HTTP answer in it:
