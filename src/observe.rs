@@ -282,26 +282,30 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
     ];
     const MISMATCH: Metric = Metric::new("payload_mismatches", "Count");
     const REPLAYED: Metric = Metric::new("replayed_bodies", "Count");
-    let flagged: Vec<Metric> = [(r.payload_mismatch, MISMATCH), (r.replayed_body, REPLAYED)]
-        .into_iter()
-        .filter_map(|(set, metric)| set.then_some(metric))
-        .collect();
-    let mut directives = vec![Directive {
-        namespace: namespace(),
-        dimensions: &[&["source", "outcome"], &["outcome"]],
-        metrics: &COUNTS,
-    }];
-    if !flagged.is_empty() {
-        directives.push(Directive {
+    let flagged: &[Metric] = match (r.payload_mismatch, r.replayed_body) {
+        (true, true) => &[MISMATCH, REPLAYED],
+        (true, false) => &[MISMATCH],
+        (false, true) => &[REPLAYED],
+        (false, false) => &[],
+    };
+    let directives = [
+        Directive {
+            namespace: namespace(),
+            dimensions: &[&["source", "outcome"], &["outcome"]],
+            metrics: &COUNTS,
+        },
+        Directive {
             namespace: namespace(),
             dimensions: &[&["source"]],
-            metrics: &flagged,
-        });
-    }
+            metrics: flagged,
+        },
+    ];
+    // The by-source directive only on a line that counts one of its metrics.
+    let declared = if flagged.is_empty() { 1 } else { 2 };
     let line = Line {
         aws: Emf {
             timestamp: millis(now),
-            cloud_watch_metrics: &directives,
+            cloud_watch_metrics: &directives[..declared],
         },
         level: r.level.as_str(),
         message: "delivery",
