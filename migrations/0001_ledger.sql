@@ -58,6 +58,13 @@ CREATE TABLE hookclaim_deliveries (
     replay_guard       boolean     NOT NULL DEFAULT false,
     received_at        timestamptz NOT NULL DEFAULT now(),
     updated_at         timestamptz NOT NULL DEFAULT now(),
+    -- The takeover rule, written once: a row may be taken from its holder once due_at has
+    -- passed (`due_at <= now()`), a processing row when its lease ends, a failed row when its
+    -- next attempt is due; a finished row never. The claim, hookclaim_take_over and the
+    -- reclaim all read it, and the reclaim walks its index in this order.
+    due_at             timestamptz GENERATED ALWAYS AS (
+                           CASE status WHEN 'processing' THEN lease_until
+                                       WHEN 'failed' THEN next_attempt_at END) STORED,
     CONSTRAINT hookclaim_deliveries_pkey PRIMARY KEY (source, delivery_id),
     -- Every row is in one state of the state machine, whole (hookclaim_row_is_whole, above).
     CONSTRAINT hookclaim_row_state CHECK (
@@ -65,7 +72,13 @@ CREATE TABLE hookclaim_deliveries (
                                completed_at))
 );
 
--- The claim and every statement that names one delivery use the primary key.
+-- Every statement that names one delivery reaches it by the primary key whatever the
+-- statistics say. The planner may use a partial index only where a statement's conditions imply
+-- its predicate, and no such statement has a condition on due_at, the one column the waiting
+-- index's predicate is on; the other partial indexes hold done or dead rows, which a status of
+-- processing or failed rules out. So the primary key (or a sequential scan, which costs more
+-- than one key lookup at any size) is the only way in: a backlog the last ANALYZE did not see
+-- cannot make a finish walk the waiting rows (docs/architecture.md, "Plans").
 
 -- The replay guard (hookclaim_claim): a guarded source's body is stored once, whatever the
 -- delivery id it came under. Only guarded rows are in it, so other sources' claims neither
@@ -85,10 +98,12 @@ CREATE INDEX hookclaim_deliveries_finished_idx
     ON hookclaim_deliveries (long_key_retention, completed_at)
     WHERE status IN ('done', 'dead');
 
--- Reclaim (src/ledger/sql/reclaim.sql): expired leases and due retries.
-CREATE INDEX hookclaim_deliveries_waiting_idx
-    ON hookclaim_deliveries (status, lease_until, next_attempt_at)
-    WHERE status IN ('processing', 'failed');
+-- The reclaim (src/ledger/sql/reclaim.sql): expired leases and due retries in the order they
+-- fell due. The key ends with the primary key's columns, so the reclaim resumes after the last
+-- row it looked at: each next row costs one descent, whatever the backlog and the statistics.
+CREATE INDEX hookclaim_deliveries_due_idx
+    ON hookclaim_deliveries (due_at, source, delivery_id)
+    WHERE due_at IS NOT NULL;
 
 -- The dead payload trim (src/ledger/sql/trim_dead.sql): dead rows that still hold a payload.
 CREATE INDEX hookclaim_deliveries_dead_payloads_idx
@@ -112,15 +127,6 @@ CREATE TABLE hookclaim_destination_progress (
         REFERENCES hookclaim_deliveries (source, delivery_id) ON DELETE CASCADE
 );
 
--- The takeover rule, written once: a row may be taken from its holder when its lease has ended
--- or its retry is due. The planner inlines it, so the reclaim's index still serves it.
-CREATE FUNCTION hookclaim_takeover_due(
-    status text, lease_until timestamptz, next_attempt_at timestamptz)
-RETURNS boolean
-LANGUAGE sql STABLE
-RETURN (status = 'processing' AND lease_until <= now())
-    OR (status = 'failed' AND next_attempt_at <= now());
-
 -- Refuses a call with SQLSTATE HC001 (hookclaim's own: an argument no caller should send), so
 -- a bad argument is an error, never a row the retention function cannot re-drive.
 CREATE FUNCTION hookclaim_refuse(p_function text, p_why text)
@@ -131,11 +137,21 @@ BEGIN
 END
 $refuse$;
 
--- Takes the row of (p_source, p_delivery_id) over for p_owner, if the takeover rule allows it
--- and no other transaction holds the row: the next attempt under a new lease. An expired lease
--- at the attempt cap is made dead instead, since every attempt so far died before it could
--- record anything (a payload that kills the process). Never waits for a lock. Returns the row as
--- it leaves it, or nothing. The claim and the retention reclaim both take rows with it.
+-- The lease and attempt cap a claim or takeover may ask for: a lease of 1 second to a day (NaN,
+-- which PostgreSQL orders above every number, and infinity fail the upper bound) and a cap of
+-- at least one attempt.
+CREATE FUNCTION hookclaim_lease_is_sane(p_lease_secs float8, p_max_attempts integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+RETURN coalesce(p_lease_secs BETWEEN 1 AND 86400 AND p_max_attempts >= 1, false);
+
+-- Takes the row of (p_source, p_delivery_id) over for p_owner, if it is due (due_at) and no
+-- other transaction holds it: the next attempt under a new lease. A row at the attempt cap is
+-- made dead instead: an expired lease because every attempt so far died before it could record
+-- anything (a payload that kills the process), a failed row because the cap was lowered since
+-- its last attempt. Never waits for a lock. Returns the row as it leaves it, or nothing. The
+-- claim and the retention reclaim both take rows with it. The row is locked by its key alone
+-- and checked here, so no partial index can be chosen to find it (see above).
 CREATE FUNCTION hookclaim_take_over(
     p_source text, p_delivery_id text, p_owner text, p_lease_secs float8,
     p_max_attempts integer)
@@ -144,23 +160,27 @@ LANGUAGE plpgsql AS $take_over$
 DECLARE
     d hookclaim_deliveries;
 BEGIN
-    IF NOT coalesce(p_lease_secs > 0 AND p_max_attempts >= 1, false) THEN
+    IF p_owner IS NULL OR NOT hookclaim_lease_is_sane(p_lease_secs, p_max_attempts) THEN
         PERFORM hookclaim_refuse('hookclaim_take_over',
-                                 'p_lease_secs must be above 0 and p_max_attempts at least 1');
+            'p_owner must be given, p_lease_secs from 1 to 86400 and p_max_attempts at least 1');
     END IF;
     SELECT * INTO d FROM hookclaim_deliveries
      WHERE source = p_source AND delivery_id = p_delivery_id
-       AND hookclaim_takeover_due(status, lease_until, next_attempt_at)
        FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
+    IF NOT FOUND OR d.due_at IS NULL OR d.due_at > now() THEN
         RETURN;
     END IF;
-    IF d.status = 'processing' AND d.attempt >= p_max_attempts THEN
+    IF d.attempt >= p_max_attempts THEN
         RETURN QUERY
         UPDATE hookclaim_deliveries
-           SET status = 'dead', lease_owner = p_owner, lease_until = NULL, completed_at = now(),
-               last_error = format('gave up after %s attempts: processing never finished '
-                                   '(the invocation died each time)', d.attempt),
+           SET status = 'dead', lease_owner = p_owner, lease_until = NULL, next_attempt_at = NULL,
+               completed_at = now(),
+               last_error = CASE d.status
+                   WHEN 'processing' THEN format('gave up after %s attempts: processing never '
+                                                 'finished (the invocation died each time)',
+                                                 d.attempt)
+                   ELSE format('gave up after %s attempts: %s', d.attempt,
+                               coalesce(d.last_error, 'no error recorded')) END,
                updated_at = now()
          WHERE source = p_source AND delivery_id = p_delivery_id
         RETURNING *;
@@ -176,6 +196,19 @@ BEGIN
 END
 $take_over$;
 
+-- p_json as jsonb, or NULL where it is not JSON, so that the claim can refuse it as it refuses
+-- its other arguments. The handler always sends an object; the block costs a subtransaction,
+-- paid only by a claim that stores a row.
+CREATE FUNCTION hookclaim_json_or_null(p_json text)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $json$
+BEGIN
+    RETURN p_json::jsonb;
+EXCEPTION WHEN invalid_text_representation THEN
+    RETURN NULL;
+END
+$json$;
+
 -- The claim: one call. It answers whether this invocation now owns the delivery, and at which
 -- attempt, or why not:
 --   claimed      this invocation owns it at `attempt` (p_store_only stores a new one done); on
@@ -185,7 +218,7 @@ $take_over$;
 --   in_progress  another invocation holds it: a committed processing row under a live lease
 --   busy         another transaction is taking it over or finishing it right now
 --   retry_later  it failed and its next attempt is due at retry_at
---   gave_up      its lease expired at the attempt cap: made dead, not taken
+--   gave_up      it was due at the attempt cap: made dead, not taken
 -- Every answer comes from committed rows. A new key is inserted at once: when a competing claim
 -- has inserted the same key (or guarded body) and not yet committed, the INSERT waits for that
 -- statement's transaction to end, then inserts (it rolled back) or reads the row it committed.
@@ -196,7 +229,7 @@ $take_over$;
 -- whose id comes back in body_of, and is never run under this id; and a row is taken over only
 -- by its own body. A duplicate of a finished delivery is answered from the reads alone, which
 -- lock and write nothing. The headers come as JSON text, parsed only when a row is stored: most
--- calls are duplicates. What is stored is checked first (HC001 refuses it).
+-- calls are duplicates. The arguments are checked first (HC001 refuses them).
 CREATE FUNCTION hookclaim_claim(
     p_source text, p_delivery_id text, p_owner text, p_lease_secs float8,
     p_payload bytea, p_payload_sha256 bytea, p_headers text, p_event_type text,
@@ -209,6 +242,16 @@ DECLARE
     d hookclaim_deliveries;
     headers jsonb;
 BEGIN
+    IF p_source IS NULL OR p_delivery_id IS NULL OR p_owner IS NULL OR p_payload IS NULL
+       OR length(p_payload_sha256) IS DISTINCT FROM 32
+       OR p_id_origin IS NULL OR p_id_origin NOT IN ('header', 'body', 'body_sha256')
+       OR p_store_only IS NULL OR p_long_key_retention IS NULL OR p_replay_guard IS NULL
+       OR NOT hookclaim_lease_is_sane(p_lease_secs, p_max_attempts) THEN
+        PERFORM hookclaim_refuse('hookclaim_claim',
+            'every argument but p_event_type must be given, with a 32-byte SHA-256, an id '
+            'origin of header, body or body_sha256, a lease of 1 to 86400 seconds and an '
+            'attempt cap of at least 1');
+    END IF;
     LOOP
         -- 1. Read the key; with the replay guard, if the key is new, the row holding this body.
         SELECT * INTO d FROM hookclaim_deliveries
@@ -220,15 +263,9 @@ BEGIN
         EXIT WHEN FOUND;
         -- 2. New: insert it. Of racing claimants the unique keys let one win; the others wait
         -- for its statement to commit or roll back, then read its row or insert their own.
-        headers := p_headers::jsonb;
-        IF jsonb_typeof(headers) IS DISTINCT FROM 'object' OR p_payload IS NULL
-           OR length(p_payload_sha256) IS DISTINCT FROM 32
-           OR p_id_origin IS NULL OR p_id_origin NOT IN ('header', 'body', 'body_sha256')
-           OR NOT coalesce(p_lease_secs > 0 AND p_max_attempts >= 1, false) THEN
-            PERFORM hookclaim_refuse('hookclaim_claim',
-                'a new row needs headers as a JSON object, a payload, its 32-byte SHA-256, '
-                'an id origin of header, body or body_sha256, a lease above 0 seconds and an '
-                'attempt cap of at least 1');
+        headers := hookclaim_json_or_null(p_headers);
+        IF jsonb_typeof(headers) IS DISTINCT FROM 'object' THEN
+            PERFORM hookclaim_refuse('hookclaim_claim', 'p_headers must be a JSON object');
         END IF;
         INSERT INTO hookclaim_deliveries
             (source, delivery_id, id_origin, status, attempt, lease_owner, lease_until,
@@ -257,7 +294,7 @@ BEGIN
         state := d.status;
     -- 5. An expired lease or a due retry: take it over (guarded: only under its own id, with its
     -- own body), unless another transaction holds the row now.
-    ELSIF hookclaim_takeover_due(d.status, d.lease_until, d.next_attempt_at)
+    ELSIF d.due_at <= now()
           AND (NOT p_replay_guard OR same_payload AND body_of IS NULL) THEN
         SELECT CASE t.status WHEN 'dead' THEN 'gave_up' ELSE 'claimed' END, t.attempt
           INTO state, attempt
@@ -284,6 +321,14 @@ CREATE FUNCTION hookclaim_finish(
 RETURNS void
 LANGUAGE plpgsql AS $finish$
 BEGIN
+    IF p_source IS NULL OR p_delivery_id IS NULL OR p_attempt IS NULL OR p_owner IS NULL
+       OR p_outcome IS NULL OR p_outcome NOT IN ('done', 'failed', 'dead')
+       OR (p_outcome = 'failed') IS DISTINCT FROM (p_retry_in_secs IS NOT NULL)
+       OR NOT coalesce(p_retry_in_secs BETWEEN 0 AND 31622400, true) THEN
+        PERFORM hookclaim_refuse('hookclaim_finish',
+            'the delivery, attempt and owner must be given, the outcome done, failed or dead, '
+            'and a retry time of 0 to 31622400 seconds given with failed and only then');
+    END IF;
     UPDATE hookclaim_deliveries
        SET status = p_outcome, lease_until = NULL, last_error = p_error,
            completed_at = CASE WHEN p_outcome <> 'failed' THEN now() END,

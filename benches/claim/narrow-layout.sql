@@ -69,7 +69,8 @@ DECLARE
 BEGIN
     SELECT * INTO d FROM hookclaim_n_deliveries
      WHERE source = p_source AND delivery_id = p_delivery_id
-       AND hookclaim_takeover_due(status, lease_until, next_attempt_at)
+       AND ((status = 'processing' AND lease_until <= now())
+            OR (status = 'failed' AND next_attempt_at <= now()))
        FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN;
@@ -144,7 +145,8 @@ BEGIN
     ELSIF d.status IN ('done', 'dead') THEN
         state := d.status;
     -- 5. An expired lease or a due retry: take it over, unless another claimant holds it now.
-    ELSIF hookclaim_takeover_due(d.status, d.lease_until, d.next_attempt_at) THEN
+    ELSIF (d.status = 'processing' AND d.lease_until <= now())
+          OR (d.status = 'failed' AND d.next_attempt_at <= now()) THEN
         SELECT CASE t.status WHEN 'dead' THEN 'gave_up' ELSE 'claimed' END, t.attempt
           INTO state, attempt
           FROM hookclaim_n_take_over(p_source, p_delivery_id, p_owner, p_lease_secs, p_max_attempts) t;

@@ -25,7 +25,7 @@ pub use purge::{
     count_dead_trimmable, count_purgeable, count_trimmable, purge_batch, trim_batch,
     trim_dead_batch,
 };
-pub use reclaim::{count_reclaimable, reclaim_next};
+pub use reclaim::{count_reclaimable, reclaim_next, ReclaimCursor, Reclaimed};
 pub use replay::{count_replayable, replay_page, take_for_replay, ReplayCursor, ReplayFilter};
 pub use stats::{state, stats, waiting, DeliveryState, LedgerStats, Waiting};
 

@@ -14,7 +14,8 @@ use crate::processor::Processor;
 use crate::schema;
 use crate::config::RetentionSettings;
 use crate::ledger::{
-    self, Attempt, Claimant, Finish, ReplayCursor, ReplayFilter, StoredDelivery,
+    self, Attempt, Claimant, Finish, ReclaimCursor, Reclaimed, ReplayCursor, ReplayFilter,
+    StoredDelivery,
 };
 
 /// The error recorded on a reclaimed row whose payload was already trimmed.
@@ -224,8 +225,8 @@ impl<P: Processor> Retention<P> {
     /// Takes over expired leases and due retries one at a time and runs each through the
     /// pipeline. Returns whether it ran out of work (rather than time).
     ///
-    /// The whole run claims under one owner token, and the reclaim skips rows that token already
-    /// held, so each delivery is attempted at most once per run.
+    /// The whole run claims under one owner token, in due order from a cursor, and takes only
+    /// what was due when it started, so each delivery is attempted at most once per run.
     async fn reclaim(
         &self,
         session: &mut Session<'_>,
@@ -233,6 +234,7 @@ impl<P: Processor> Retention<P> {
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
         let owner = owner_token();
+        let mut cursor = ReclaimCursor::default();
         loop {
             if clock.expired() {
                 return Ok(false);
@@ -240,10 +242,14 @@ impl<P: Processor> Retention<P> {
             let deadline = clock.for_delivery(self.settings.redrive_timeout);
             let claimant = self.claimant(&owner, deadline);
             let next = session
-                .run(|c, _| Box::pin(ledger::reclaim_next(c, &claimant)))
+                .run(|c, _| Box::pin(ledger::reclaim_next(c, &claimant, &cursor)))
                 .await?;
-            let Some(stored) = next else {
+            let Some(Reclaimed { cursor: at, taken }) = next else {
                 return Ok(true);
+            };
+            cursor = at;
+            let Some(stored) = taken else {
+                continue;
             };
             if stored.gave_up {
                 // Not run again: its attempts kept dying before they could record anything.

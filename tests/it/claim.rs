@@ -755,8 +755,22 @@ async fn the_claim_refuses_arguments_it_must_never_store() {
         &[("p_lease_secs", "0")],
         &[("p_lease_secs", "-5")],
         &[("p_lease_secs", "NULL")],
+        // PostgreSQL orders NaN above every number, so `> 0` alone would pass it.
+        &[("p_lease_secs", "'NaN'")],
+        &[("p_lease_secs", "'Infinity'")],
+        &[("p_lease_secs", "1e13")],
+        &[("p_lease_secs", "1e-9")],
         &[("p_max_attempts", "0")],
         &[("p_max_attempts", "NULL")],
+        &[("p_owner", "NULL")],
+        &[("p_owner", "NULL"), ("p_store_only", "true")],
+        &[("p_store_only", "NULL")],
+        &[("p_replay_guard", "NULL")],
+        &[("p_long_key_retention", "NULL")],
+        &[("p_source", "NULL")],
+        &[("p_delivery_id", "NULL")],
+        &[("p_headers", "'{'")],
+        &[("p_headers", "NULL")],
     ];
     for changes in refused {
         let e = c
@@ -823,6 +837,102 @@ async fn an_expired_lease_at_the_attempt_cap_is_made_dead_instead_of_taken_over(
         Claim::Dead { same_payload: true },
         "and a duplicate from then on"
     );
+    assert_rows_well_formed(&c).await;
+}
+
+#[tokio::test]
+async fn a_due_retry_at_a_lowered_attempt_cap_is_made_dead_instead_of_taken_over() {
+    // Five attempts failed under a cap of 8; the cap is then lowered to 5.
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_capped", r#"{"id":"evt_capped"}"#);
+    assert_eq!(claim(&c, &s, "a").await, claimed(1));
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries
+            SET status = 'failed', attempt = 5, lease_until = NULL, last_error = 'HTTP 500',
+                next_attempt_at = now() - interval '1 second'
+          WHERE delivery_id = 'evt_capped'",
+    )
+    .await
+    .unwrap();
+    let capped = Claimant {
+        max_attempts: 5,
+        ..claimant("b")
+    };
+
+    let got = ledger::claim(&c, &s.delivery(), &capped, false)
+        .await
+        .unwrap();
+
+    assert_eq!(got, Claim::GaveUp, "not attempt 6 of 5");
+    let st = state(&c, "stripe", &s.id).await;
+    assert_eq!((st.status.as_str(), st.attempt), ("dead", 5));
+    assert_eq!(
+        st.last_error.as_deref(),
+        Some("gave up after 5 attempts: HTTP 500")
+    );
+    // The reclaim applies the same cap.
+    let r = Sample::new("evt_capped_r", r#"{"id":"evt_capped_r"}"#);
+    assert_eq!(claim(&c, &r, "a").await, claimed(1));
+    c.batch_execute(
+        "UPDATE hookclaim_deliveries
+            SET status = 'failed', attempt = 5, lease_until = NULL, last_error = 'HTTP 500',
+                next_attempt_at = now() - interval '1 second'
+          WHERE delivery_id = 'evt_capped_r'",
+    )
+    .await
+    .unwrap();
+    let start = ledger::ReclaimCursor::default();
+    let next = ledger::reclaim_next(&c, &capped, &start).await.unwrap();
+    let taken = next.and_then(|r| r.taken).expect("the reclaim reaches it");
+    assert!(taken.gave_up, "{taken:?}");
+    assert_eq!(status(&c, "stripe", &r.id).await, ("dead".into(), 5));
+    assert_rows_well_formed(&c).await;
+}
+
+/// The finish refuses what it must never record, with hookclaim's own SQLSTATE, and changes
+/// nothing; only a good call finishes the attempt.
+#[tokio::test]
+async fn the_finish_refuses_outcomes_it_must_never_record() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    let s = Sample::new("evt_finish_args", "{}");
+    assert_eq!(claim(&c, &s, "a").await, claimed(1));
+    let call = |outcome: &str, retry: &str| {
+        format!(
+            "SELECT hookclaim_finish(p_source => 'stripe', p_delivery_id => 'evt_finish_args',
+                                     p_attempt => 1, p_owner => 'a', p_outcome => {outcome},
+                                     p_error => 'e', p_retry_in_secs => {retry})"
+        )
+    };
+    let refused = [
+        ("'finished'", "NULL"),
+        ("'processing'", "NULL"),
+        ("NULL", "NULL"),
+        ("'failed'", "NULL"),
+        ("'failed'", "'NaN'"),
+        ("'failed'", "'Infinity'"),
+        ("'failed'", "-1"),
+        ("'done'", "30"),
+    ];
+    for (outcome, retry) in refused {
+        let e = c
+            .batch_execute(&call(outcome, retry))
+            .await
+            .expect_err(&call(outcome, retry));
+        assert_eq!(
+            e.code().map(|s| s.code()),
+            Some(REFUSED),
+            "{outcome} {retry}: {e}"
+        );
+        assert_eq!(
+            status(&c, "stripe", &s.id).await,
+            ("processing".into(), 1),
+            "{outcome} {retry}"
+        );
+    }
+    c.batch_execute(&call("'failed'", "30")).await.unwrap();
+    assert_eq!(status(&c, "stripe", &s.id).await, ("failed".into(), 1));
     assert_rows_well_formed(&c).await;
 }
 
@@ -1024,7 +1134,7 @@ async fn the_claim_and_the_retention_reclaim_take_over_each_state_as_the_rule_sa
     for (found, expected) in cases {
         arrange(&c, &s, found).await;
         let before = row(&c, &s.id, "r").await;
-        let by_reclaim = match ledger::reclaim_next(&c, &claimant("r")).await.unwrap() {
+        let by_reclaim = match reclaim_first(&c, "r").await {
             None => Takeover::Left,
             Some(d) if d.gave_up => Takeover::GaveUp,
             Some(d) => Takeover::Taken(d.attempt),
@@ -1178,8 +1288,7 @@ async fn with_the_replay_guard_a_due_row_is_taken_over_only_by_its_own_body() {
         // Its own body takes it over, as the retention reclaim does (from the stored payload).
         assert_eq!(claim(&c, &own, "b").await, claimed(2), "{found:?}");
         arrange(&c, &own, found).await;
-        let reclaimed = ledger::reclaim_next(&c, &claimant("r")).await.unwrap();
-        let reclaimed = reclaimed.expect("the reclaim takes it");
+        let reclaimed = reclaim_first(&c, "r").await.expect("the reclaim takes it");
         assert_eq!(
             (reclaimed.attempt, reclaimed.payload.as_deref()),
             (2, Some(own.body.as_slice())),
@@ -1580,4 +1689,11 @@ async fn a_new_claim_and_a_duplicate_each_cost_one_statement_on_the_server() {
         "statements: new={after_new} duplicate={}",
         after_dup - after_new
     );
+}
+
+/// What a retention run's first reclaim takes, as `owner`: the first due row, if it took it.
+async fn reclaim_first(c: &Client, owner: &str) -> Option<ledger::StoredDelivery> {
+    let start = ledger::ReclaimCursor::default();
+    let next = ledger::reclaim_next(c, &claimant(owner), &start).await;
+    next.unwrap().and_then(|r| r.taken)
 }

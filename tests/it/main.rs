@@ -15,6 +15,7 @@ mod forward;
 mod guard;
 mod library;
 mod observability;
+mod plans;
 mod pooler;
 mod reliability;
 mod replay;

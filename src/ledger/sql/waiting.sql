@@ -1,10 +1,11 @@
 -- How long, in seconds, the oldest expired lease and the oldest due retry have waited (0 when
--- there is none): cheap enough for every retention run, since the waiting index holds both.
+-- there is none). Each walks the due index from its oldest row to the first of its status:
+-- once per retention run.
 SELECT coalesce(extract(epoch FROM now() - (
-           SELECT min(lease_until) FROM hookclaim_deliveries
-            WHERE status = 'processing'
-              AND hookclaim_takeover_due(status, lease_until, next_attempt_at))), 0)::float8,
+           SELECT due_at FROM hookclaim_deliveries
+            WHERE due_at <= now() AND status = 'processing'
+            ORDER BY due_at LIMIT 1)), 0)::float8,
        coalesce(extract(epoch FROM now() - (
-           SELECT min(next_attempt_at) FROM hookclaim_deliveries
-            WHERE status = 'failed'
-              AND hookclaim_takeover_due(status, lease_until, next_attempt_at))), 0)::float8
+           SELECT due_at FROM hookclaim_deliveries
+            WHERE due_at <= now() AND status = 'failed'
+            ORDER BY due_at LIMIT 1)), 0)::float8
