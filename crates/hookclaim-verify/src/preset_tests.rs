@@ -419,3 +419,20 @@ fn shopify_accepts_the_unprefixed_header_names() {
     );
     assert!(scheme_headers(&scheme).contains(&"shopify-webhook-id".to_string()));
 }
+
+/// The handshake each preset answers: exactly the providers that send one.
+#[test]
+fn each_preset_carries_the_handshake_its_provider_sends() {
+    use crate::handshake::Handshake;
+    let expected = |name: &str| match name {
+        "slack" => Some(Handshake::Slack),
+        "zoom" => Some(Handshake::Zoom),
+        "twitch" => Some(Handshake::Twitch),
+        "discord" => Some(Handshake::Discord),
+        "meta" => Some(Handshake::Meta),
+        _ => None,
+    };
+    for preset in PRESETS {
+        assert_eq!(preset.handshake, expected(preset.name), "{}", preset.name);
+    }
+}
