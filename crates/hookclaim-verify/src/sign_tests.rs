@@ -575,7 +575,13 @@ fn a_signing_key_never_prints_its_bytes() {
     for k in [key("hunter2"), ed25519(3)] {
         assert_eq!(format!("{k:?}"), "[redacted]");
     }
-    let message = Outgoing::new(b"{}", AT).id("d");
-    let err = sign(&Scheme::Github, &[ed25519(3)], &message).unwrap_err();
+    // A token that cannot be sent is refused by its header's name, never its value.
+    let token = Scheme::Token(TokenScheme {
+        token_header: "X-Token".into(),
+        id: IdLocation::BodySha256,
+        event_type: None,
+    });
+    let err = sign(&token, &[key("hunter2\n")], &Outgoing::new(b"{}", AT)).unwrap_err();
+    assert_eq!(err, SignError::InvalidHeader("X-Token".into()));
     assert!(!format!("{err} {err:?}").contains("hunter2"));
 }
