@@ -38,6 +38,31 @@ impl Ed25519Scheme {
         names
     }
 
+    /// The hex signature under the first Ed25519 key and the timestamp, with the id and event
+    /// type headers where there are some.
+    #[cfg(feature = "sign")]
+    pub(super) fn sign(
+        &self,
+        keys: &[crate::sign::SigningKey],
+        request: &crate::sign::Outgoing<'_>,
+        signed: &mut crate::sign::Signed,
+    ) -> Result<(), crate::sign::SignError> {
+        let key = keys
+            .iter()
+            .find_map(|key| match &key.inner {
+                crate::sign::Key::Ed25519(key) => Some(key),
+                crate::sign::Key::Hmac(_) => None,
+            })
+            .ok_or(crate::sign::SignError::NoKey)?;
+        let timestamp = request.timestamp(TimestampUnit::Seconds);
+        let signature = sign(key, &[timestamp.as_bytes(), request.body]);
+        signed.set(&self.signature_header, hex::encode(signature));
+        signed.set(&self.timestamp_header, timestamp);
+        signed.set_id(&self.id, request)?;
+        signed.set_event_type(self.event_type.as_ref(), request);
+        Ok(())
+    }
+
     pub(super) fn verify(
         &self,
         keys: &Keys<'_>,
@@ -70,6 +95,13 @@ impl Ed25519Scheme {
             event_type: locate_event_type(self.event_type.as_ref(), req.headers, &body),
         })
     }
+}
+
+/// The signature of the concatenated `parts` under `key`.
+#[cfg(feature = "sign")]
+pub(super) fn sign(key: &ed25519_dalek::SigningKey, parts: &[&[u8]]) -> [u8; 64] {
+    use ed25519_dalek::Signer as _;
+    key.sign(&parts.concat()).to_bytes()
 }
 
 /// True when any signature verifies the concatenated `parts` under any public key. Keys that

@@ -28,3 +28,19 @@ pub(super) fn verify(keys: &Keys<'_>, req: &Incoming<'_>) -> Result<Verified, Ve
         event_type: optional_header(req.headers, EVENT),
     })
 }
+
+/// `X-Hub-Signature-256` under the first key, with the delivery id and event type headers.
+#[cfg(feature = "sign")]
+pub(super) fn sign(
+    keys: &[crate::sign::SigningKey],
+    request: &crate::sign::Outgoing<'_>,
+    signed: &mut crate::sign::Signed,
+) -> Result<(), crate::sign::SignError> {
+    let tag = crate::sign::hmac_tag(keys, Algorithm::Sha256, &[request.body])?;
+    signed.set(SIGNATURE, format!("sha256={}", hex::encode(tag)));
+    signed.set(DELIVERY, request.required_id()?);
+    if let Some(event_type) = request.event_type {
+        signed.set(EVENT, event_type);
+    }
+    Ok(())
+}

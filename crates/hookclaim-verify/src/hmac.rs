@@ -52,3 +52,23 @@ pub(super) fn verify(
         event_type,
     })
 }
+
+/// The prefix and the body's HMAC under the first key, with the id header where there is one.
+#[cfg(feature = "sign")]
+pub(super) fn sign(
+    settings: &HmacScheme,
+    keys: &[crate::sign::SigningKey],
+    request: &crate::sign::Outgoing<'_>,
+    signed: &mut crate::sign::Signed,
+) -> Result<(), crate::sign::SignError> {
+    let tag = crate::sign::hmac_tag(keys, Algorithm::Sha256, &[request.body])?;
+    signed.set(
+        &settings.signature_header,
+        format!(
+            "{}{}",
+            settings.prefix,
+            mac::encode(&tag, settings.encoding)
+        ),
+    );
+    signed.set_id(&settings.id, request)
+}

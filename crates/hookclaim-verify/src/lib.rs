@@ -27,11 +27,16 @@
 //! The crate's README and `examples/verify_requests.rs` show a Stripe, a GitHub and a Slack
 //! request verified and a Slack handshake answered, with plain `http` types.
 //!
+//! With the `sign` feature (for tests; off by default), the crate also signs: [`sign`] gives
+//! the headers a sender of any scheme sends with an [`Outgoing`] request, under
+//! [`SigningKey`]s, and [`sign_as`] signs as a named provider with its default settings.
+//!
 //! One file per kind: `stripe`, `github`, `standard` (Standard Webhooks, `v1` and `v1a`),
 //! `hmac` (generic HMAC of the body), `signed` (a configurable signed message), `ed25519`
 //! (Discord), `token` (a static token), `twilio`. [`presets`] names the providers' settings;
 //! `mac`, `timestamp` and `locate` are shared by the kinds; [`handshake`] recognises and
-//! answers the providers' handshakes; `secret` holds the secret type and the secrets document.
+//! answers the providers' handshakes; `secret` holds the secret type and the secrets document;
+//! `sign` holds the signing types (each kind signs in its own file).
 
 #![warn(missing_docs)]
 
@@ -52,6 +57,8 @@ mod twilio;
 
 pub mod handshake;
 pub mod secret;
+#[cfg(feature = "sign")]
+mod sign;
 
 pub use ed25519::Ed25519Scheme;
 pub use hmac::HmacScheme;
@@ -66,6 +73,8 @@ pub use token::TokenScheme;
 pub use twilio::TwilioScheme;
 
 pub use secret::{Secret, SecretError, SecretFormat, SecretsDocument};
+#[cfg(feature = "sign")]
+pub use sign::{sign, sign_as, Outgoing, SignError, Signed, SigningKey};
 
 /// The tolerance the providers' own libraries use for signed timestamps: five minutes.
 pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
@@ -455,6 +464,9 @@ mod tests;
 
 #[cfg(test)]
 mod preset_tests;
+
+#[cfg(all(test, feature = "sign"))]
+mod sign_tests;
 
 /// The README's code blocks, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

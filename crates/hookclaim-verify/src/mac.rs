@@ -60,6 +60,15 @@ pub(super) fn decode(text: &str, encoding: SignatureEncoding, len: usize) -> Opt
     (bytes.len() == len).then_some(bytes)
 }
 
+/// A MAC written as `encoding` writes it (lower-case hex, or padded base64).
+#[cfg(feature = "sign")]
+pub(super) fn encode(tag: &[u8], encoding: SignatureEncoding) -> String {
+    match encoding {
+        SignatureEncoding::Hex => hex::encode(tag),
+        SignatureEncoding::Base64 => crate::sign::base64(tag),
+    }
+}
+
 /// The HMAC of the concatenated `parts` under `key`. HMAC takes keys of any length, so this
 /// cannot fail; `None` only keeps this module free of panics.
 pub(super) fn compute(algorithm: Algorithm, key: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {

@@ -419,3 +419,205 @@ fn shopify_accepts_the_unprefixed_header_names() {
     );
     assert!(scheme_headers(&scheme).contains(&"shopify-webhook-id".to_string()));
 }
+
+/// The handshake each preset answers: exactly the providers that send one.
+#[test]
+fn each_preset_carries_the_handshake_its_provider_sends() {
+    use crate::handshake::Handshake;
+    let expected = |name: &str| match name {
+        "slack" => Some(Handshake::Slack),
+        "zoom" => Some(Handshake::Zoom),
+        "twitch" => Some(Handshake::Twitch),
+        "discord" => Some(Handshake::Discord),
+        "meta" => Some(Handshake::Meta),
+        _ => None,
+    };
+    for preset in PRESETS {
+        assert_eq!(preset.handshake, expected(preset.name), "{}", preset.name);
+    }
+}
+
+/// Signing against the providers' vectors: every preset signs what it verifies, and signing a
+/// vector's inputs reproduces the signature the provider's SDK made.
+#[cfg(feature = "sign")]
+mod signing {
+    use sha2::Digest as _;
+
+    use super::*;
+    use crate::sign::{sign, sign_as, Outgoing, SigningKey};
+
+    /// The Ed25519 seeds and the earlier rotation keys that `scripts/provider-vectors.py`
+    /// signed with: the vectors hold only what a receiver is given.
+    fn sdk_keys(v: &Vector) -> Vec<SigningKey> {
+        let seed = |text: &[u8]| SigningKey::ed25519(sha2::Sha256::digest(text).into());
+        if v.preset == "discord" {
+            return vec![seed(b"hookclaim-discord-vector-seed")];
+        }
+        if v.secrets[0].starts_with("whpk_") {
+            return vec![seed(b"hookclaim-standard-v1a-seed")];
+        }
+        let format = v.scheme().secret_format();
+        let mut keys = Vec::new();
+        if v.provenance.contains("rotation") {
+            keys.push(SigningKey::hmac(match v.preset.as_str() {
+                "paddle" => "hookclaim-paddle-vector-secret-old",
+                _ => "hookclaim-previous-key",
+            }));
+        }
+        keys.extend(
+            v.secrets
+                .iter()
+                .map(|t| SigningKey::parse(t, format).expect("a vector secret")),
+        );
+        keys
+    }
+
+    impl Vector {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+
+        /// The vector's request as a sender describes it, sent at `at`: its body, URL and
+        /// query (Twilio's `bodySHA256` is the signer's to add), method, `Content-Type` and
+        /// Twilio's signature settings, and the id and event type it carries.
+        fn message(&self, at: i64) -> Outgoing<'_> {
+            let query = if self.query.starts_with("bodySHA256=") {
+                ""
+            } else {
+                self.query.as_str()
+            };
+            let mut m = Outgoing::new(self.body.as_bytes(), at)
+                .method(&self.method)
+                .query(query);
+            if let Some(url) = &self.public_url {
+                m = m.url(url);
+            }
+            for name in ["Content-Type", "X-Twilio-Webhooks-Signature-Settings"] {
+                if let Some(value) = self.header(name) {
+                    m = m.header(name, value);
+                }
+            }
+            if self.expected.id_origin == "header" {
+                m = m.id(&self.expected.delivery_id);
+            }
+            if let Some(event_type) = &self.expected.event_type {
+                m = m.event_type(event_type);
+            }
+            m
+        }
+    }
+
+    #[test]
+    fn every_preset_signs_what_it_verifies_and_a_changed_byte_fails() {
+        let mut signed_presets = std::collections::BTreeSet::new();
+        for v in vectors() {
+            // A `whpk_` public key cannot sign: v1a is signed with its private key below.
+            if v.secrets[0].starts_with("whpk_") {
+                continue;
+            }
+            let name = format!("{} ({})", v.preset, v.provenance);
+            let secret = match v.preset.as_str() {
+                "discord" => hex::encode(sha2::Sha256::digest(b"hookclaim-discord-vector-seed")),
+                _ => v.secrets[0].clone(),
+            };
+            let message = v.message(v.now - 1);
+            let signed =
+                sign_as(&v.preset, &secret, &message).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let secrets = [SigningKey::parse(&secret, v.scheme().secret_format())
+                .unwrap()
+                .verifying_secret()];
+            let headers = signed.header_map();
+            let check = |body: &[u8], headers: &HeaderMap| {
+                let req = Incoming {
+                    method: &v.method,
+                    query: signed.query(),
+                    headers,
+                    body,
+                };
+                verify_request(&v.scheme(), &secrets, &req, v.now)
+            };
+            assert_eq!(check(v.body.as_bytes(), &headers), v.expected(), "{name}");
+            // As the vectors' own rows change it: still JSON, no longer what was signed.
+            let mut changed = v.body.as_bytes().to_vec();
+            changed.insert(1, b' ');
+            let got = check(&changed, &headers);
+            if v.tamper_detected {
+                assert_eq!(got, Err(VerifyError::InvalidSignature), "{name}");
+            } else {
+                // A token covers no byte of the body.
+                assert_eq!(got, v.expected(), "{name}");
+            }
+            // The signer writes the specification's spelling of Svix's headers.
+            let signature = v.signature_header().replace("svix-", "webhook-");
+            let mut wrong = headers.clone();
+            let value = headers[signature.as_str()].to_str().unwrap();
+            let mid = value.len() / 2;
+            let swapped = if &value[mid..=mid] == "0" { "1" } else { "0" };
+            let value = format!("{}{swapped}{}", &value[..mid], &value[mid + 1..]);
+            wrong.insert(
+                HeaderName::from_bytes(signature.as_bytes()).unwrap(),
+                HeaderValue::from_str(&value).unwrap(),
+            );
+            let got = check(v.body.as_bytes(), &wrong);
+            assert!(got.is_err_and(|e| e.is_unauthorized()), "{name}");
+            signed_presets.insert(v.preset.clone());
+        }
+        let all: std::collections::BTreeSet<String> =
+            PRESETS.iter().map(|p| p.name.to_owned()).collect();
+        assert_eq!(signed_presets, all);
+    }
+
+    #[test]
+    fn signing_a_vectors_inputs_reproduces_the_providers_signature() {
+        for v in vectors() {
+            let name = format!("{} ({})", v.preset, v.provenance);
+            let keys = sdk_keys(&v);
+            // Each key verifies as the vector's own secret (or its earlier rotation key).
+            let own = v.own_secrets();
+            assert!(
+                own.iter().all(|s| keys
+                    .iter()
+                    .any(|k| k.verifying_secret().expose() == s.expose())),
+                "{name}: the keys are the vector's"
+            );
+            // The timestamp exactly as the vector carries it (Twitch's nanoseconds).
+            let text = v
+                .headers
+                .iter()
+                .find(|(k, _)| k.to_ascii_lowercase().ends_with("timestamp"))
+                .map(|(_, t)| t.as_str());
+            let at_ms = v.signed_at_ms.unwrap_or(v.now * 1000);
+            let mut message = v.message(0).at_millis(at_ms);
+            if let Some(text) = text {
+                message = message.timestamp_text(text);
+            }
+            let signed =
+                sign(&v.scheme(), &keys, &message).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let signature = v.signature_header();
+            let mut compared = 0;
+            for (header, value) in signed.headers() {
+                // Svix sends the Standard Webhooks headers under its own prefix.
+                let vector_value = v
+                    .header(header)
+                    .or_else(|| v.header(&header.replace("webhook-", "svix-")));
+                let Some(expected) = vector_value else {
+                    panic!("{name}: {header} is not in the vector");
+                };
+                assert_eq!(value, expected, "{name}: {header}");
+                compared += 1;
+            }
+            assert!(
+                signed.header(&signature).is_some()
+                    || signed
+                        .header(&signature.replace("svix-", "webhook-"))
+                        .is_some(),
+                "{name}: the signature is compared"
+            );
+            assert!(compared >= 1, "{name}");
+            assert_eq!(signed.query(), v.query, "{name}: query");
+        }
+    }
+}

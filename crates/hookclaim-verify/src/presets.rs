@@ -1,7 +1,9 @@
-//! Named presets: each provider's scheme, delivery id and event type, so that a source is
-//! configured with `"kind": "<provider>"` alone (plus a public URL where the provider signs it).
+//! Named presets: each provider's scheme, delivery id, event type and handshake, so that a
+//! source is configured with `"kind": "<provider>"` alone (plus a public URL where the provider
+//! signs it).
 
 use super::ed25519::Ed25519Scheme;
+use super::handshake::Handshake;
 use super::locate::{Field, IdLocation};
 use super::mac::{Algorithm, SignatureEncoding};
 use super::signed::{MessagePart, SignatureFormat, SignedScheme, TimestampFrom, TimestampRule};
@@ -22,6 +24,10 @@ pub struct Preset {
     /// The tolerance for its signed timestamp, in seconds (the provider's own libraries'
     /// default), or `None` when nothing is timestamped.
     pub default_tolerance_secs: Option<u64>,
+    /// The handshake the provider sends besides its events, if any: answered with
+    /// [`handshake::detect`](crate::handshake::detect) and
+    /// [`handshake::answer`](crate::handshake::answer), never stored as a delivery.
+    pub handshake: Option<Handshake>,
     build: fn(u64, &str) -> Scheme,
 }
 
@@ -79,6 +85,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://docs.slack.dev/authentication/verifying-requests-from-slack/",
         needs_public_url: false,
         default_tolerance_secs: Some(300),
+        handshake: Some(Handshake::Slack),
         // `X-Slack-Signature: v0=<hex>` over `v0:{timestamp}:{body}`; Events API event id.
         build: |tolerance, _| {
             Scheme::Signed(SignedScheme {
@@ -104,6 +111,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify",
         needs_public_url: false,
         default_tolerance_secs: None,
+        handshake: None,
         // Base64 HMAC-SHA256 of the body. The id is the webhook (delivery) id, which retries
         // keep; the event id can be shared by several topics' webhooks for one event. Newer
         // deliveries may name the headers without the `X-Shopify-` prefix (`shopify-…`).
@@ -133,6 +141,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events",
         needs_public_url: false,
         default_tolerance_secs: Some(300),
+        handshake: Some(Handshake::Zoom),
         // `x-zm-signature: v0=<hex>` over `v0:{timestamp}:{body}`. Zoom events carry no id:
         // the body (with its millisecond `event_ts`) is the identity, as retries resend it.
         build: |tolerance, _| {
@@ -160,6 +169,7 @@ pub const PRESETS: &[Preset] = &[
         needs_public_url: false,
         // Paddle's SDKs allow 5 s either side of now.
         default_tolerance_secs: Some(5),
+        handshake: None,
         // `Paddle-Signature: ts=…;h1=…[;h1=…]` over `{ts}:{body}`.
         build: |tolerance, _| {
             Scheme::Signed(SignedScheme {
@@ -189,6 +199,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://linear.app/developers/webhooks#securing-webhooks",
         needs_public_url: false,
         default_tolerance_secs: Some(60),
+        handshake: None,
         // Hex HMAC-SHA256 of the body; the signed body's `webhookTimestamp` (ms) within 60 s.
         build: |tolerance, _| {
             Scheme::Signed(SignedScheme {
@@ -214,6 +225,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message",
         needs_public_url: false,
         default_tolerance_secs: Some(600),
+        handshake: Some(Handshake::Twitch),
         // `sha256=<hex>` over `{message id}{timestamp}{body}`, RFC 3339 timestamp; Twitch's docs
         // refuse messages older than 10 minutes (age only).
         build: |tolerance, _| {
@@ -240,6 +252,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://discord.com/developers/docs/interactions/overview#setting-up-an-endpoint-validating-security-request-headers",
         needs_public_url: false,
         default_tolerance_secs: Some(300),
+        handshake: Some(Handshake::Discord),
         // Ed25519 over `{timestamp}{body}` under the application's public key.
         build: |tolerance, _| {
             Scheme::Ed25519(Ed25519Scheme {
@@ -256,6 +269,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://docs.gitlab.com/user/project/integrations/webhooks/#validate-requests-with-a-secret-token",
         needs_public_url: false,
         default_tolerance_secs: None,
+        handshake: None,
         // The secret token, compared in constant time. `Idempotency-Key` stays the same across
         // retries (GitLab 17.4 and later); older GitLab sends only `X-Gitlab-Event-UUID`.
         build: |_, _| {
@@ -274,6 +288,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://support.atlassian.com/bitbucket-cloud/docs/manage-webhooks/#Secure-webhooks",
         needs_public_url: false,
         default_tolerance_secs: None,
+        handshake: None,
         // `X-Hub-Signature: sha256=<hex>` of the body; `X-Request-UUID` is the same across
         // attempts (`X-Attempt-Number` counts them).
         build: |_, _| {
@@ -292,6 +307,9 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://developers.facebook.com/docs/graph-api/webhooks/getting-started#event-notifications",
         needs_public_url: false,
         default_tolerance_secs: None,
+        // Its subscription GET; the verify token it compares is one of the source's secrets
+        // (`Secret::verify_token`), in the secrets document with the app secret.
+        handshake: Some(Handshake::Meta),
         // WhatsApp, Messenger and Instagram: `X-Hub-Signature-256: sha256=<hex>` of the body
         // under the app secret. Notifications carry no id of their own: the body is the
         // identity (a retry resends it).
@@ -311,6 +329,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://www.twilio.com/docs/usage/webhooks/webhooks-security#validating-signatures-from-twilio",
         needs_public_url: true,
         default_tolerance_secs: None,
+        handshake: None,
         build: |_, url| {
             Scheme::Twilio(TwilioScheme {
                 public_url: url.to_owned(),
@@ -323,6 +342,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://developer.squareup.com/docs/webhooks/step3validate",
         needs_public_url: true,
         default_tolerance_secs: None,
+        handshake: None,
         // Base64 HMAC-SHA256 of `{notification URL}{body}`.
         build: |_, url| {
             Scheme::Signed(SignedScheme {
@@ -344,6 +364,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://developers.hubspot.com/docs/apps/legacy-apps/authentication/validating-requests#validate-requests-using-the-v3-request-signature",
         needs_public_url: true,
         default_tolerance_secs: Some(300),
+        handshake: None,
         // v3: base64 HMAC-SHA256 of `{method}{URL}{body}{timestamp}`, timestamp in ms, only
         // age checked (as hubspot-api-client does). A notification is a batch; HubSpot's
         // `eventId` alone is not unique, so the first event's portal, subscription, event id
@@ -382,6 +403,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://developers.intercom.com/docs/references/webhooks/webhook-models#signed-notifications",
         needs_public_url: false,
         default_tolerance_secs: None,
+        handshake: None,
         // `X-Hub-Signature: sha1=<hex>` of the body; the notification id survives retries
         // (its `delivery_attempts` does not).
         build: |_, _| {
@@ -400,6 +422,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://clerk.com/docs/webhooks/verifying",
         needs_public_url: false,
         default_tolerance_secs: Some(300),
+        handshake: None,
         build: |tolerance, _| Scheme::Standard {
             tolerance_secs: tolerance,
             raw_secrets: false,
@@ -410,6 +433,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://resend.com/docs/dashboard/webhooks/verify-webhooks-requests",
         needs_public_url: false,
         default_tolerance_secs: Some(300),
+        handshake: None,
         build: |tolerance, _| Scheme::Standard {
             tolerance_secs: tolerance,
             raw_secrets: false,
@@ -420,6 +444,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://docs.polar.sh/integrate/webhooks/delivery#verify-signature",
         needs_public_url: false,
         default_tolerance_secs: Some(300),
+        handshake: None,
         // Standard Webhooks, but Polar's secret is used as its raw bytes (Polar's SDK base64-
         // encodes it before handing it to the Standard Webhooks library).
         build: |tolerance, _| Scheme::Standard {
@@ -432,6 +457,7 @@ pub const PRESETS: &[Preset] = &[
         docs: "https://docs.svix.com/receiving/verifying-payloads/how-manual",
         needs_public_url: false,
         default_tolerance_secs: Some(300),
+        handshake: None,
         build: |tolerance, _| Scheme::Standard {
             tolerance_secs: tolerance,
             raw_secrets: false,

@@ -311,6 +311,85 @@ impl SignedScheme {
         names
     }
 
+    /// The signature header as the layout writes it (a list gets the timestamp entry when the
+    /// timestamp lives there, then an entry per key), with the timestamp, id and event type
+    /// headers where the scheme reads them.
+    #[cfg(feature = "sign")]
+    pub(super) fn sign(
+        &self,
+        keys: &[crate::sign::SigningKey],
+        request: &crate::sign::Outgoing<'_>,
+        signed: &mut crate::sign::Signed,
+    ) -> Result<(), crate::sign::SignError> {
+        use crate::sign::SignError;
+        let timestamp = match &self.timestamp {
+            None => None,
+            Some(rule) => Some(match &rule.from {
+                TimestampFrom::Body(pointer) => Body::new(request.body)
+                    .json()
+                    .and_then(|json| super::locate::json_id(json, pointer))
+                    .ok_or_else(|| SignError::MissingBodyTimestamp(pointer.clone()))?,
+                TimestampFrom::Header(name) => {
+                    let text = request.timestamp(rule.unit);
+                    signed.set(name, text.clone());
+                    text
+                }
+                TimestampFrom::Signature => request.timestamp(rule.unit),
+            }),
+        };
+        signed.set_id(&self.id, request)?;
+        signed.set_event_type(self.event_type.as_ref(), request);
+        let url = if self.message.contains(&MessagePart::Url) {
+            request.signed_url(self.public_url.as_deref(), signed.query())?
+        } else {
+            String::new()
+        };
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(self.message.len());
+        for part in &self.message {
+            parts.push(match part {
+                MessagePart::Body => request.body,
+                MessagePart::Timestamp => timestamp.as_deref().unwrap_or_default().as_bytes(),
+                MessagePart::Id => request.required_id()?.as_bytes(),
+                MessagePart::Method => request.method.as_bytes(),
+                MessagePart::Url => url.as_bytes(),
+                MessagePart::Header(name) => signed
+                    .header(name)
+                    .ok_or_else(|| SignError::MissingHeader(name.clone()))?
+                    .as_bytes(),
+                MessagePart::Text(text) => text.as_bytes(),
+            });
+        }
+        let tags = crate::sign::hmac_tags(keys, self.algorithm, &parts)?;
+        let header = match &self.format {
+            SignatureFormat::Prefixed(prefix) => {
+                format!("{prefix}{}", mac::encode(&tags[0], self.encoding))
+            }
+            SignatureFormat::List {
+                separator,
+                signature_key,
+                timestamp_key,
+            } => {
+                let mut entries = Vec::with_capacity(tags.len() + 1);
+                let in_list = self
+                    .timestamp
+                    .as_ref()
+                    .is_some_and(|t| t.from == TimestampFrom::Signature);
+                if let (Some(key), Some(text), true) = (timestamp_key, &timestamp, in_list) {
+                    entries.push(format!("{key}={text}"));
+                }
+                for tag in &tags {
+                    entries.push(format!(
+                        "{signature_key}={}",
+                        mac::encode(tag, self.encoding)
+                    ));
+                }
+                entries.join(&separator.to_string())
+            }
+        };
+        signed.set(&self.signature_header, header);
+        Ok(())
+    }
+
     pub(super) fn verify(
         &self,
         keys: &Keys<'_>,

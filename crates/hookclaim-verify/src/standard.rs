@@ -105,3 +105,40 @@ pub(super) fn verify(
         event_type,
     })
 }
+
+/// `webhook-id`, `webhook-timestamp` and `webhook-signature`: a `v1` entry per HMAC key and a
+/// `v1a` entry per Ed25519 key, in order.
+#[cfg(feature = "sign")]
+pub(super) fn sign(
+    keys: &[crate::sign::SigningKey],
+    request: &crate::sign::Outgoing<'_>,
+    signed: &mut crate::sign::Signed,
+) -> Result<(), crate::sign::SignError> {
+    use crate::sign::{base64, Key, SignError};
+    let id = request.required_id()?;
+    let timestamp = request.timestamp(crate::timestamp::TimestampUnit::Seconds);
+    let parts = [
+        id.as_bytes(),
+        b".",
+        timestamp.as_bytes(),
+        b".",
+        request.body,
+    ];
+    let mut entries = Vec::with_capacity(keys.len());
+    for key in keys {
+        entries.push(match &key.inner {
+            Key::Hmac(bytes) => match mac::compute(Algorithm::Sha256, bytes, &parts) {
+                Some(tag) => format!("v1,{}", base64(&tag)),
+                None => continue,
+            },
+            Key::Ed25519(key) => format!("v1a,{}", base64(&ed25519::sign(key, &parts))),
+        });
+    }
+    if entries.is_empty() {
+        return Err(SignError::NoKey);
+    }
+    signed.set(STANDARD.id, id);
+    signed.set(STANDARD.timestamp, timestamp);
+    signed.set(STANDARD.signature, entries.join(" "));
+    Ok(())
+}

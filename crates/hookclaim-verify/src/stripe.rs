@@ -56,3 +56,22 @@ pub(super) fn verify(
         event_type: json_string(json, "/type"),
     })
 }
+
+/// `Stripe-Signature: t=…,v1=…`, one `v1` per key.
+#[cfg(feature = "sign")]
+pub(super) fn sign(
+    keys: &[crate::sign::SigningKey],
+    request: &crate::sign::Outgoing<'_>,
+    signed: &mut crate::sign::Signed,
+) -> Result<(), crate::sign::SignError> {
+    let t = request.timestamp(crate::timestamp::TimestampUnit::Seconds);
+    let tags =
+        crate::sign::hmac_tags(keys, Algorithm::Sha256, &[t.as_bytes(), b".", request.body])?;
+    let mut header = format!("t={t}");
+    for tag in tags {
+        header.push_str(",v1=");
+        header.push_str(&hex::encode(tag));
+    }
+    signed.set(SIGNATURE, header);
+    Ok(())
+}

@@ -503,9 +503,9 @@ fn stripe_signed_body_without_json_id_is_a_bad_request() {
 
 // GitHub's worked example, "Validating webhook deliveries" (docs.github.com), section
 // "Testing the webhook payload validation".
-const GITHUB_DOC_SECRET: &str = "It's a Secret to Everybody";
-const GITHUB_DOC_BODY: &str = "Hello, World!";
-const GITHUB_DOC_SIGNATURE: &str =
+pub(crate) const GITHUB_DOC_SECRET: &str = "It's a Secret to Everybody";
+pub(crate) const GITHUB_DOC_BODY: &str = "Hello, World!";
+pub(crate) const GITHUB_DOC_SIGNATURE: &str =
     "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
 const GITHUB_OTHER_SECRET: &str = "rotated-github-secret";
 // Computed with `printf '%s' "$BODY" | openssl dgst -sha256 -hmac "It's a Secret to Everybody"`.
@@ -801,14 +801,14 @@ const STANDARD: Scheme = Scheme::Standard {
 // The Standard Webhooks test vector, published in the reference libraries' tests
 // (standard-webhooks/standard-webhooks, libraries/php/tests/WebhookTest.php,
 // `testSignFunctionWorks`; the same values appear in Svix's libraries).
-const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const SW_ID: &str = "msg_p5jXN8AQM9LWM0D4loKWxJek";
-const SW_TIMESTAMP: i64 = 1_614_265_330;
-const SW_BODY: &str = r#"{"test": 2432232314}"#;
-const SW_SIGNATURE: &str = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+pub(crate) const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SW_ID: &str = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+pub(crate) const SW_TIMESTAMP: i64 = 1_614_265_330;
+pub(crate) const SW_BODY: &str = r#"{"test": 2432232314}"#;
+pub(crate) const SW_SIGNATURE: &str = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
 // Another published secret (from svix/svix-webhooks rust/src/webhooks.rs), used as the
 // second key of a rotation.
-const SW_OTHER_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+pub(crate) const SW_OTHER_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 // Computed with openssl over "{SW_ID}.{SW_TIMESTAMP}.{body}", key = base64-decoded SW_SECRET
 // (`openssl dgst -sha256 -mac HMAC -macopt hexkey:… -binary | base64`).
 const SW_UTF8_BODY: &str = r#"{"type":"user.created","name":"Zoë 東京"}"#;

@@ -129,6 +129,42 @@ fn parse_rfc3339(text: &str) -> Option<i64> {
     Some(secs * 1000 + millis)
 }
 
+/// Unix milliseconds as RFC 3339 in UTC: `YYYY-MM-DDTHH:MM:SSZ`, with `.mmm` before the `Z`
+/// when there are milliseconds.
+#[cfg(feature = "sign")]
+pub(crate) fn format_rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    let second_of_day = secs.rem_euclid(86_400);
+    let (hour, minute, second) = (
+        second_of_day / 3600,
+        second_of_day % 3600 / 60,
+        second_of_day % 60,
+    );
+    let fraction = if millis == 0 {
+        String::new()
+    } else {
+        format!(".{millis:03}")
+    };
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}{fraction}Z")
+}
+
+/// The proleptic Gregorian date of a day counted from 1970-01-01: `days_from_civil` inverted.
+#[cfg(feature = "sign")]
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 fn days_in_month(year: i64, month: i64) -> i64 {
     match month {
         2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
@@ -207,5 +243,27 @@ mod tests {
         assert!(past.accepts((now + 100_000) * 1000, now));
         assert!(!past.accepts((now - 301) * 1000, now));
         assert!(!both.accepts(i64::MIN, i64::MAX));
+    }
+
+    #[cfg(feature = "sign")]
+    #[test]
+    fn rfc3339_written_for_signing_reads_back_to_the_same_millisecond() {
+        let table: &[(i64, &str)] = &[
+            (0, "1970-01-01T00:00:00Z"),
+            (1_767_225_600_000, "2026-01-01T00:00:00Z"),
+            (1_689_778_611_634, "2023-07-19T14:56:51.634Z"),
+            (1_709_164_800_005, "2024-02-29T00:00:00.005Z"),
+            (951_782_399_999, "2000-02-28T23:59:59.999Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+        ];
+        for (ms, text) in table {
+            assert_eq!(format_rfc3339(*ms), *text);
+            assert_eq!(parse_rfc3339(text), Some(*ms), "{text}");
+        }
+        // Every day of four years, through a leap day.
+        for day in 0..4 * 366 {
+            let ms = 1_704_067_200_000 + day * 86_400_000 + day * 1_001;
+            assert_eq!(parse_rfc3339(&format_rfc3339(ms)), Some(ms), "{ms}");
+        }
     }
 }

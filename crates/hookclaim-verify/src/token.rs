@@ -32,6 +32,32 @@ impl TokenScheme {
         names
     }
 
+    /// The first key as the token, with the id and event type headers where there are some.
+    #[cfg(feature = "sign")]
+    pub(super) fn sign(
+        &self,
+        keys: &[crate::sign::SigningKey],
+        request: &crate::sign::Outgoing<'_>,
+        signed: &mut crate::sign::Signed,
+    ) -> Result<(), crate::sign::SignError> {
+        let token = keys
+            .iter()
+            .find_map(|key| match &key.inner {
+                crate::sign::Key::Hmac(bytes) => Some(bytes),
+                crate::sign::Key::Ed25519(_) => None,
+            })
+            .ok_or(crate::sign::SignError::NoKey)?;
+        // Verification reads the header as visible ASCII; anything else could never match.
+        let token = std::str::from_utf8(token)
+            .ok()
+            .filter(|t| t.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
+            .ok_or_else(|| crate::sign::SignError::InvalidHeader(self.token_header.clone()))?;
+        signed.set(&self.token_header, token);
+        signed.set_id(&self.id, request)?;
+        signed.set_event_type(self.event_type.as_ref(), request);
+        Ok(())
+    }
+
     pub(super) fn verify(
         &self,
         keys: &Keys<'_>,

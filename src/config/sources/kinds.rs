@@ -271,16 +271,10 @@ impl Preset {
             }
             (false, None) => String::new(),
         };
-        let handshake = match kind {
-            "slack" => Some(Handshake::Slack),
-            "zoom" => Some(Handshake::Zoom),
-            "twitch" => Some(Handshake::Twitch),
-            "discord" => Some(Handshake::Discord),
-            // Its verify token is a secret, in the secrets document with the app secret.
-            "meta" => Some(Handshake::Meta),
-            _ => None,
-        };
-        Ok((preset.scheme(self.tolerance_secs, &public_url), handshake))
+        Ok((
+            preset.scheme(self.tolerance_secs, &public_url),
+            preset.handshake,
+        ))
     }
 }
 

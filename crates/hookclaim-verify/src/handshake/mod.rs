@@ -10,8 +10,8 @@ use subtle::ConstantTimeEq as _;
 use crate::secret::Secret;
 use crate::Incoming;
 
-/// Which handshakes a source answers (set by its preset).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which handshakes a source answers: its preset's [`Preset::handshake`](crate::presets::Preset::handshake).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handshake {
     /// Slack: `url_verification` (Events API) and `ssl_check` (slash commands).
     Slack,
