@@ -86,7 +86,8 @@ async fn run_retention_once<P: Processor>(
             // A failed cold start fails here as it fails a function's: with the setting at fault.
             let retention = environment::retention(&config, processor)
                 .await
-                .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?;
+                .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?
+                .with_progress(retention::Progress::on_stderr());
             retention.handle(payload, SystemTime::now() + within).await
         }
         Err(e) => Err(e),

@@ -9,6 +9,7 @@
 
 
 mod command;
+mod progress;
 mod report;
 mod run;
 
@@ -22,6 +23,7 @@ use lambda_runtime::{Diagnostic, LambdaEvent, Service};
 use serde_json::Value;
 
 pub use command::{parse_command, payload_from_args, Command};
+pub use progress::Progress;
 pub use report::{
     report_line, Backlog, BulkReplayReport, MigrateReport, PhaseError, ReplayReport, Report,
 };
@@ -99,6 +101,7 @@ pub struct Retention<P> {
     retry: RetryPolicy,
     lease_margin: Duration,
     ready: Readiness,
+    progress: Progress,
 }
 
 impl<P: Processor> Retention<P> {
@@ -145,6 +148,7 @@ impl<P: Processor> Retention<P> {
             retry,
             lease_margin,
             ready: Readiness::default(),
+            progress: Progress::Off,
         }
     }
 
@@ -167,6 +171,12 @@ impl<P: Processor> Retention<P> {
     /// else runs on the application role's.
     pub fn with_owner(mut self, owner: Option<Database>) -> Self {
         self.ready = self.ready.with_owner(owner);
+        self
+    }
+
+    /// The same, showing a long command's progress on stderr (`Progress::Off` in Lambda).
+    pub(crate) fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = progress;
         self
     }
 

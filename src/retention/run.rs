@@ -177,6 +177,7 @@ impl<P: Processor> Retention<P> {
         }
         let owner = owner_token();
         let mut cursor = ReplayCursor::default();
+        let mut progress = self.progress.phase("replay", Some(bulk.matched));
         let finished = 'pages: loop {
             let (ids, next) = session
                 .run(|c, _| Box::pin(ledger::replay_page(c, filter, &cursor, REPLAY_PAGE_SIZE)))
@@ -193,6 +194,7 @@ impl<P: Processor> Retention<P> {
                 let taken = session
                     .run(|c, _| Box::pin(ledger::take_for_replay(c, filter.source, id, &claimant, false)))
                     .await?;
+                progress.advance(1);
                 let Some(stored) = taken else {
                     bulk.skipped += 1;
                     continue;
@@ -235,6 +237,12 @@ impl<P: Processor> Retention<P> {
     ) -> Result<bool, RetentionError> {
         let owner = owner_token();
         let mut cursor = ReclaimCursor::default();
+        let total = if self.progress.is_on() {
+            Some(session.run(|c, _| Box::pin(ledger::count_reclaimable(c))).await?)
+        } else {
+            None
+        };
+        let mut progress = self.progress.phase("reclaim", total);
         loop {
             if clock.expired() {
                 return Ok(false);
@@ -256,12 +264,14 @@ impl<P: Processor> Retention<P> {
                 let error = stored.last_error.clone().unwrap_or_default();
                 log_redrive(&stored, &Settled::Dead { error: error.clone() });
                 report.record_dead(&stored, error);
+                progress.advance(1);
                 continue;
             }
             report.reclaimed += 1;
             let settled = self.redrive(session, &stored, &owner, deadline).await?;
             log_redrive(&stored, &settled);
             report.record(&stored, &settled);
+            progress.advance(1);
         }
     }
 
@@ -322,6 +332,12 @@ impl<P: Processor> Retention<P> {
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
+        let total = if self.progress.is_on() {
+            Some(self.count_purgeable(session, horizons).await?)
+        } else {
+            None
+        };
+        let mut progress = self.progress.phase("purge", total);
         for (long_key_retention, horizon) in horizons.each() {
             let mut batch = self.settings.batch_size;
             loop {
@@ -334,6 +350,7 @@ impl<P: Processor> Retention<P> {
                 match purged {
                     Ok(n) => {
                         report.purged += n;
+                        progress.advance(n);
                         if n < batch as u64 {
                             break;
                         }

@@ -1356,3 +1356,43 @@ fn every_sample_retention_event_parses_to_the_command_its_name_says() {
         "one sample per command"
     );
 }
+
+/// From a terminal, a run shows its progress on stderr while it works (here a log, not a
+/// terminal: a line per phase at least), and stdout holds the JSON report alone.
+#[tokio::test]
+async fn a_run_from_a_terminal_shows_its_progress_on_stderr_and_prints_only_the_report() {
+    let db = TestDb::migrated().await;
+    let c = db.client().await;
+    c.batch_execute(
+        "INSERT INTO hookclaim_deliveries (source, delivery_id, status, lease_owner,
+                                           next_attempt_at, payload, payload_sha256)
+         SELECT 'stripe', 'evt_due_' || i, 'failed', 'gone', now() - interval '1 minute',
+                '{}', sha256(int4send(i))
+           FROM generate_series(1, 40) i",
+    )
+    .await
+    .unwrap();
+    let mut env = support::local_env();
+    env.insert("DATABASE_URL".into(), db.url.clone());
+    env.remove("HOOKCLAIM_SECRETS");
+
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_retention"))
+        .args(["run", "--deadline-secs", "60"])
+        .env_clear()
+        .envs(&env)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .await
+        .expect("run the retention binary");
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["reclaimed"], 40, "{report}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("reclaim: 40 of 40 done, ")),
+        "{stderr}"
+    );
+    assert!(stderr.lines().any(|l| l.starts_with("purge: 0 of 0 done")), "{stderr}");
+}
