@@ -260,7 +260,7 @@ def previous_paths(commit):
     """The store-only claim and claim + finish of `commit`, as that commit's benchmark bound
     them, run in a database with that commit's migrations."""
     claim = (f"{commit}:src/ledger/sql/claim.sql", CLAIM[1])
-    finish = (f"{commit}:src/ledger/sql/finish_done.sql", ["source", "id", "attempt", "owner"])
+    finish = (f"{commit}:{FINISH[0]}", FINISH[1])
     paths = [
         ("prev_store_only", f"store-only claim of {commit}", "hookclaim_deliveries", [claim],
          [], {"store_only": 1}, KINDS),
