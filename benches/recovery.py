@@ -260,6 +260,11 @@ def seed(binary, cluster, sc, vars):
     reclaim do not conflict with it): its statistics stay those of before the backlog, as on a
     table of millions of rows, where a backlog of 100,000 stays under autovacuum's 10 %."""
     subprocess.run(cluster.command("createdb", *cluster.conn_args(), sc.db), check=True)
+    # A table larger than a quarter of shared_buffers (128 MB here, a quarter of the memory on
+    # RDS) has its sequential scans start where the last one reported its position, which turns
+    # a LIMIT 1 scan into a cursor and hides its walk. A production ledger of this size is well
+    # under that, so every scan starts at the first page, as it does there.
+    cluster.psql(f"ALTER DATABASE {sc.db} SET synchronize_seqscans = off", db="postgres")
     # migrations/*.sql, as the binary embeds and records them.
     retention(binary, cluster, sc.db, 60, "migrate")
     counts = {"finished": sc.finished, "expired": sc.expired, "due": sc.due, "from": 0,
@@ -552,6 +557,14 @@ def gates(by_name):
     return rows
 
 
+def references(by_name):
+    """Ratios shown beside the gate, not gated: what a normal day's own drain costs claims on
+    this machine (when it lasts long enough to measure)."""
+    normal = by_name["normal"]
+    return [("normal: claim + finish during the drain / with no drain (not gated)",
+             paired(during(normal), normal.claim_finish))]
+
+
 def markdown(scenarios, large_out):
     by_name = {sc.name: sc for sc in scenarios}
     lines = ["| scenario | statistics | due | claim + finish /s | takeover + finish /s "
@@ -566,7 +579,9 @@ def markdown(scenarios, large_out):
                   "|---|---:|---|"]
         for what, ratio in gates(by_name):
             verdict = "–" if ratio is None else ("PASS" if ratio >= GATE else "**FAIL**")
-            lines.append(f"| {what} | {fmt(ratio, 2)} | {verdict} |")
+            lines.append(f"| {what} | {fmt(ratio, 3)} | {verdict} |")
+        for what, ratio in references(by_name):
+            lines.append(f"| {what} | {fmt(ratio, 3)} | |")
     keys = []
     for sc in scenarios:
         keys += [k for k in sc.plans if k not in keys]
@@ -704,7 +719,7 @@ def main():
         return
     print()
     for g in report["gates"]:
-        print(f"  {'PASS' if g['pass'] else 'FAIL'}  {g['what']}: {fmt(g['ratio'], 2)}")
+        print(f"  {'PASS' if g['pass'] else 'FAIL'}  {g['what']}: {fmt(g['ratio'], 3)}")
     failed = [g for g in report["gates"] if not g["pass"]]
     if failed:
         sys.exit(f"recovery benchmark: FAIL, {len(failed)} of {len(gate_rows)} gates below "
