@@ -635,8 +635,9 @@ def main():
     ap.add_argument("--large", action="store_true",
                     help="also a 1,000,000-row backlog's drain and a 100,000-delivery recovery")
     ap.add_argument("--recovery-limit-secs", type=int, default=600)
-    ap.add_argument("--recovery-deadline-secs", type=int, default=60,
-                    help="--deadline-secs of each retention run of the recovery")
+    ap.add_argument("--recovery-deadline-secs", type=int, default=300,
+                    help="--deadline-secs of each retention run of the recovery (300: the "
+                         "function's timeout), run back to back")
     ap.add_argument("--during-against", choices=["normal", "no-drain"], default="normal",
                     help="gate claim + finish during a backlog's drain against the normal day's "
                          "during its drain (the default), or against the same backlog's with no "

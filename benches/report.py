@@ -95,9 +95,10 @@ def render(r):
         rec = r.get("recovery") or {}
         out.append("### Recovery: an outage's backlog against a normal day (`benches/recovery.py`)")
         out.append("")
-        out.append(f"pgbench -M extended, {rec.get('clients', '?')} client(s), {rec.get('secs', '?')} s "
-                   f"runs; `retention run --deadline-secs {rec.get('deadline_secs', '?')}` from a "
-                   f"terminal, store-only processor ({rec.get('binary', '?')}).")
+        out.append(f"{rec.get('rounds', '?')} rounds; pgbench -M extended, {rec.get('clients', '?')} "
+                   f"client(s), {rec.get('secs', '?')} s runs; `retention run --deadline-secs "
+                   f"{rec.get('deadline_secs', '?')}` from a terminal, store-only processor "
+                   f"({rec.get('binary', '?')}).")
         out.append("")
         out.append(recovery.strip())
         out.append("")
