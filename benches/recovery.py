@@ -612,7 +612,8 @@ def markdown(scenarios, large_out):
                         if rec["finished"] else
                         f"{rec['redriven']:,} re-driven in {rec['secs']:,.0f} s, {rec['left']:,} "
                         "still due when the limit stopped it")
-                     + f" ({rec['runs']} runs of `--deadline-secs {rec['deadline_secs']}`).")
+                     + f" ({rec['runs']} runs back to back, each of `--deadline-secs "
+                       f"{rec['deadline_secs']}` or what was left of the limit).")
     return "\n".join(lines)
 
 
