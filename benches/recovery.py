@@ -34,12 +34,17 @@ UPDATE, the takeover's SELECT … FOR UPDATE and UPDATE, the reclaim's statement
                    during the drain is the new deliveries pgbench finished over the same time.
                    The normal day gets its 2,000 due again before each round's drain.
 
+A backlog whose due retries fall below 20,000 gets 30,000 more before its takeovers (analyzed
+in a fresh scenario, not in a stale one), so that rounds never run out of them.
+
 The gate, on medians over rounds of ratios within a round: each rate of the backlog scenarios at
 least 0.8 × the normal day's, claim + finish during a backlog's drain included (against claim +
 finish during the normal day's drain: a drain takes a core whatever its plans, so the normal
 day's own drain costs claims as much on a busy 2-core machine). Claim + finish during each drain
 over claim + finish with none is shown beside it; `--during-against no-drain` gates that
-instead, for a machine with cores to spare. `--no-gate` only reports. `--large` adds a
+instead, for a machine with cores to spare. A ratio from 0.5 up to 0.8 is measured again, as
+many rounds more, and judged on all of them (a plan that walks the backlog lands far below 0.5;
+noise on a shared machine does not). `--no-gate` only reports. `--large` adds a
 1,000,000-row backlog's drain rate and a 100,000-delivery recovery end to end (retention runs of
 `--recovery-deadline-secs` until nothing is due, bounded by `--recovery-limit-secs`). Writes
 recovery.json and recovery.md to --out (HOOKCLAIM_BENCH_OUT, or target/bench) for
@@ -89,8 +94,10 @@ SCENARIOS = {
 }
 LARGE = ("a 1,000,000-row backlog, fresh statistics", 100_000, 300_000, 700_000, 30_000, "fresh")
 RECOVERY = ("a 100,000-delivery recovery", 100_000, 30_000, 70_000, 30_000, "fresh")
-# Due retries added on the normal day for its takeovers (more than a run of them takes).
+# Due retries added on the normal day for its takeovers (more than a run of them takes), and
+# added to a backlog when fewer than TAKEOVER_RESERVE of its own are left for them.
 NORMAL_TAKEOVER_POOL = 30_000
+TAKEOVER_RESERVE = 20_000
 
 # The ledger's statements with $n bound to pgbench variables (claim.py binds them the same way).
 CLAIM = claim.CLAIM
@@ -98,6 +105,8 @@ FINISH = ("src/ledger/sql/finish.sql", ["source", "id", "attempt", "owner", "='d
                                         "=NULL"])
 
 GATE = 0.8
+# A gated ratio from AGAIN up to GATE is measured again (see main).
+AGAIN = 0.5
 # What claim + finish during a backlog's drain is gated against (--during-against).
 DURING_AGAINST = "normal"
 
@@ -244,7 +253,8 @@ class Scenario:
         self.label, self.finished, self.expired, self.due, self.waiting, self.stats = spec
         self.db = f"recovery_{name}"
         self.added = 0          # sets of rows added after the seed (their ids: from = 10^7 × n)
-        self.due_top = self.due  # takeovers take due retries from here down
+        self.block = 0           # takeovers take due retries of the block from here,
+        self.due_top = self.due  # from its id here down
         self.lock = None
         self.plans = {}
         self.claim_finish, self.takeover, self.drains = [], [], []
@@ -407,13 +417,20 @@ def drain(binary, cluster, db, vars, clients, deadline_secs, script=None):
     return result
 
 
-def count_taken(cluster, db):
-    """Rows pgbench's takeovers finished, and the lowest due retry among them."""
-    row = cluster.psql("SELECT count(*), coalesce(min(delivery_id::int8), 0) "
-                       "FROM hookclaim_deliveries WHERE lease_owner = "
-                       f"'{TAKEOVER_OWNER}' AND status = 'done' AND attempt = 2", db=db)
+def count_taken(cluster, db, above=0):
+    """Rows pgbench's takeovers finished, and the lowest id among those above due_base +
+    `above` (the block of due retries they take from)."""
+    row = cluster.psql(
+        "SELECT count(*), coalesce(min(delivery_id::int8) FILTER (WHERE delivery_id::int8 > "
+        f"{DUE_BASE + above}), 0) FROM hookclaim_deliveries WHERE lease_owner = "
+        f"'{TAKEOVER_OWNER}' AND status = 'done' AND attempt = 2", db=db)
     n, lowest = row.split("|")
     return int(n), int(lowest)
+
+
+def due_retries(cluster, db):
+    return int(cluster.psql("SELECT count(*) FROM hookclaim_deliveries "
+                            "WHERE status = 'failed' AND next_attempt_at <= now()", db=db))
 
 
 def add_rows(cluster, sc, vars, expired, due, fresh=True):
@@ -435,12 +452,19 @@ def measure_takeover(args, cluster, sc, written):
         pool = add_rows(cluster, sc, vars, 0, NORMAL_TAKEOVER_POOL)
         top = pool + NORMAL_TAKEOVER_POOL
     else:
+        if due_retries(cluster, sc.db) < TAKEOVER_RESERVE:
+            # The backlog's own due retries are running out (takeovers take them from the top,
+            # drains from the bottom): the backlog grows by a block, its statistics kept as
+            # they are (analyzed in a fresh scenario, not in a stale one).
+            sc.block = add_rows(cluster, sc, vars, 0, NORMAL_TAKEOVER_POOL,
+                                fresh=sc.stats == "fresh")
+            sc.due_top = sc.block + NORMAL_TAKEOVER_POOL
         top = sc.due_top
     before, _ = count_taken(cluster, sc.db)
     tps, done = pgbench(cluster, written["takeover"], args.clients,
-                           {**vars, "n": 0, "clients": args.clients, "due_top": top},
-                           args.secs, sc.db)
-    after, lowest = count_taken(cluster, sc.db)
+                        {**vars, "n": 0, "clients": args.clients, "due_top": top},
+                        args.secs, sc.db)
+    after, lowest = count_taken(cluster, sc.db, sc.block)
     if after - before != done:
         sys.exit(f"{sc.name}: {done} takeovers, but {after - before} rows taken over")
     if pool is None:
@@ -452,11 +476,11 @@ def measure_takeover(args, cluster, sc, written):
     return tps
 
 
-def measure(args, cluster, scenarios, written):
+def measure(args, cluster, scenarios, written, rounds):
     """Rounds: in each, every scenario's claim + finish, takeover, and drain (with claim +
     finish beside it), the scenarios in an order that rotates from round to round."""
     vars = variables(NEW_OWNER)
-    for r in range(args.rounds):
+    for r in rounds:
         order = scenarios[r % len(scenarios):] + scenarios[:r % len(scenarios)]
         for sc in order:
             sc.claim_finish.append(pgbench(cluster, written["new"], args.clients, vars,
@@ -690,7 +714,17 @@ def main():
             print(f"{sc.name}: plans")
             for what, plan in sc.plans.items():
                 print(f"  {what}:\n" + "\n".join("    " + l for l in brief(plan).splitlines()))
-        measure(args, cluster, scenarios, written)
+        measure(args, cluster, scenarios, written, range(args.rounds))
+        by_name = {sc.name: sc for sc in scenarios}
+        if not args.no_gate and "normal" in by_name:
+            # Rates on a shared machine move by 20 % from one run to the next. A plan that walks
+            # the backlog costs far more than that, so a ratio below AGAIN fails at once; one
+            # between it and the gate is measured again, as many rounds more, and judged on all.
+            near = [w for w, r in gates(by_name) if r is not None and AGAIN <= r < GATE]
+            if near:
+                print(f"near the gate: {', '.join(near)}; {args.rounds} rounds more", flush=True)
+                measure(args, cluster, scenarios, written,
+                        range(args.rounds, 2 * args.rounds))
         for sc in scenarios:
             if sc.stats == "stale" and sc.analyzed_while_measured:
                 print(f"NOTE: {sc.name} was analyzed while measured: not stale throughout")
@@ -711,7 +745,7 @@ def main():
         "binary": os.path.relpath(args.bin, ROOT) if args.bin.startswith(ROOT + os.sep)
         else args.bin,
         "secs": args.secs, "deadline_secs": args.deadline_secs, "clients": args.clients,
-        "rounds": args.rounds, "scale": args.scale,
+        "rounds": len(scenarios[0].claim_finish) if scenarios else 0, "scale": args.scale,
         "load_average_at_end": os.getloadavg(),
         "elapsed_secs": round(time.time() - started),
         "scenarios": {sc.name: {
