@@ -204,7 +204,8 @@ def probe(cluster, db, vars, due_top):
 
 
 def statement_of(query):
-    """Which statement a plan is of, or None for one that does not matter here."""
+    """Which statement a plan is of, or None for one that does not matter here. Statements not
+    named here (a rewritten ledger's) that read or write the ledger are shown by their text."""
     if query.startswith("SELECT t.source, t.delivery_id"):
         return "the reclaim's statement"
     if "hookclaim_takeover_due(status, lease_until, next_attempt_at) FOR UPDATE SKIP" in query:
@@ -216,6 +217,8 @@ def statement_of(query):
     if query.startswith("SELECT * FROM hookclaim_deliveries WHERE source = p_source AND "
                         "delivery_id = p_delivery_id"):
         return "hookclaim_claim's read of the key"
+    if "hookclaim_deliveries" in query and not query.startswith("INSERT INTO"):
+        return f"`{query[:72]}…`"
     return None
 
 
