@@ -90,6 +90,19 @@ def render(r):
         out.append(claim.strip())
         out.append("")
 
+    recovery = r.get("recovery_md")
+    if recovery:
+        rec = r.get("recovery") or {}
+        out.append("### Recovery: an outage's backlog against a normal day (`benches/recovery.py`)")
+        out.append("")
+        out.append(f"{rec.get('rounds', '?')} rounds; pgbench -M extended, {rec.get('clients', '?')} "
+                   f"client(s), {rec.get('secs', '?')} s runs; `retention run --deadline-secs "
+                   f"{rec.get('deadline_secs', '?')}` from a terminal, store-only processor "
+                   f"({rec.get('binary', '?')}).")
+        out.append("")
+        out.append(recovery.strip())
+        out.append("")
+
     crit = r.get("verify") or []
     if crit:
         out.append("### Verification versus plain SHA-256 over the same bytes (criterion, mean)")
@@ -168,7 +181,7 @@ def render(r):
 
 def main():
     results = {}
-    for name in ("machine", "sizes", "claim", "coldstart", "verify_paired"):
+    for name in ("machine", "sizes", "claim", "recovery", "coldstart", "verify_paired"):
         v = load(name)
         if v is not None:
             results[name] = v
@@ -176,6 +189,10 @@ def main():
     if os.path.exists(claim_md):
         with open(claim_md) as f:
             results["claim_md"] = f.read()
+    recovery_md = os.path.join(OUT, "recovery.md")
+    if os.path.exists(recovery_md):
+        with open(recovery_md) as f:
+            results["recovery_md"] = f.read()
     crit = criterion()
     if crit:
         results["verify"] = verify_table(crit)
