@@ -58,13 +58,6 @@ CREATE TABLE hookclaim_deliveries (
     replay_guard       boolean     NOT NULL DEFAULT false,
     received_at        timestamptz NOT NULL DEFAULT now(),
     updated_at         timestamptz NOT NULL DEFAULT now(),
-    -- The takeover rule, written once: a row may be taken from its holder once due_at has
-    -- passed (`due_at <= now()`), a processing row when its lease ends, a failed row when its
-    -- next attempt is due; a finished row never. The claim, hookclaim_take_over and the
-    -- reclaim all read it, and the reclaim walks its index in this order.
-    due_at             timestamptz GENERATED ALWAYS AS (
-                           CASE status WHEN 'processing' THEN lease_until
-                                       WHEN 'failed' THEN next_attempt_at END) STORED,
     CONSTRAINT hookclaim_deliveries_pkey PRIMARY KEY (source, delivery_id),
     -- Every row is in one state of the state machine, whole (hookclaim_row_is_whole, above).
     CONSTRAINT hookclaim_row_state CHECK (
@@ -72,11 +65,20 @@ CREATE TABLE hookclaim_deliveries (
                                completed_at))
 );
 
+-- The takeover rule: a row may be taken from its holder once its due time has passed,
+-- `coalesce(lease_until, next_attempt_at) <= now()`. By the row's CHECK a processing row holds
+-- only its lease's end, a failed row only its next attempt and a finished row neither, so that
+-- one expression is the lease's end of a processing row and the next attempt of a failed one.
+-- The claim, hookclaim_take_over and the reclaim all use it, and the reclaim's index is on it.
+-- It is written out, not wrapped in a function or stored in a generated column: PostgreSQL
+-- would read either again from the catalog for every statement that writes the table, a cost
+-- every claim and finish would pay.
+
 -- Every statement that names one delivery reaches it by the primary key whatever the
 -- statistics say. The planner may use a partial index only where a statement's conditions imply
--- its predicate, and no such statement has a condition on due_at, the one column the waiting
--- index's predicate is on; the other partial indexes hold done or dead rows, which a status of
--- processing or failed rules out. So the primary key (or a sequential scan, which costs more
+-- its predicate, and no such statement has a condition on the due time, the one expression the
+-- due index's predicate is on; the other partial indexes hold done or dead rows, which a status
+-- of processing or failed rules out. So the primary key (or a sequential scan, which costs more
 -- than one key lookup at any size) is the only way in: a backlog the last ANALYZE did not see
 -- cannot make a finish walk the waiting rows (docs/architecture.md, "Plans").
 
@@ -102,8 +104,8 @@ CREATE INDEX hookclaim_deliveries_finished_idx
 -- fell due. The key ends with the primary key's columns, so the reclaim resumes after the last
 -- row it looked at: each next row costs one descent, whatever the backlog and the statistics.
 CREATE INDEX hookclaim_deliveries_due_idx
-    ON hookclaim_deliveries (due_at, source, delivery_id)
-    WHERE due_at IS NOT NULL;
+    ON hookclaim_deliveries (coalesce(lease_until, next_attempt_at), source, delivery_id)
+    WHERE coalesce(lease_until, next_attempt_at) IS NOT NULL;
 
 -- The dead payload trim (src/ledger/sql/trim_dead.sql): dead rows that still hold a payload.
 CREATE INDEX hookclaim_deliveries_dead_payloads_idx
@@ -137,15 +139,7 @@ BEGIN
 END
 $refuse$;
 
--- The lease and attempt cap a claim or takeover may ask for: a lease of 1 second to a day (NaN,
--- which PostgreSQL orders above every number, and infinity fail the upper bound) and a cap of
--- at least one attempt.
-CREATE FUNCTION hookclaim_lease_is_sane(p_lease_secs float8, p_max_attempts integer)
-RETURNS boolean
-LANGUAGE sql IMMUTABLE
-RETURN coalesce(p_lease_secs BETWEEN 1 AND 86400 AND p_max_attempts >= 1, false);
-
--- Takes the row of (p_source, p_delivery_id) over for p_owner, if it is due (due_at) and no
+-- Takes the row of (p_source, p_delivery_id) over for p_owner, if it is due and no
 -- other transaction holds it: the next attempt under a new lease. A row at the attempt cap is
 -- made dead instead: an expired lease because every attempt so far died before it could record
 -- anything (a payload that kills the process), a failed row because the cap was lowered since
@@ -160,14 +154,18 @@ LANGUAGE plpgsql AS $take_over$
 DECLARE
     d hookclaim_deliveries;
 BEGIN
-    IF p_owner IS NULL OR NOT hookclaim_lease_is_sane(p_lease_secs, p_max_attempts) THEN
+    -- A lease of 1 second to a day: NaN, which PostgreSQL orders above every number, and
+    -- infinity fail the upper bound.
+    IF num_nulls(p_owner, p_lease_secs, p_max_attempts) > 0
+       OR NOT p_lease_secs BETWEEN 1 AND 86400 OR p_max_attempts < 1 THEN
         PERFORM hookclaim_refuse('hookclaim_take_over',
             'p_owner must be given, p_lease_secs from 1 to 86400 and p_max_attempts at least 1');
     END IF;
     SELECT * INTO d FROM hookclaim_deliveries
      WHERE source = p_source AND delivery_id = p_delivery_id
        FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND OR d.due_at IS NULL OR d.due_at > now() THEN
+    IF NOT FOUND
+       OR NOT coalesce(coalesce(d.lease_until, d.next_attempt_at) <= now(), false) THEN
         RETURN;
     END IF;
     IF d.attempt >= p_max_attempts THEN
@@ -242,11 +240,11 @@ DECLARE
     d hookclaim_deliveries;
     headers jsonb;
 BEGIN
-    IF p_source IS NULL OR p_delivery_id IS NULL OR p_owner IS NULL OR p_payload IS NULL
-       OR length(p_payload_sha256) IS DISTINCT FROM 32
-       OR p_id_origin IS NULL OR p_id_origin NOT IN ('header', 'body', 'body_sha256')
-       OR p_store_only IS NULL OR p_long_key_retention IS NULL OR p_replay_guard IS NULL
-       OR NOT hookclaim_lease_is_sane(p_lease_secs, p_max_attempts) THEN
+    IF num_nulls(p_source, p_delivery_id, p_owner, p_lease_secs, p_payload, p_payload_sha256,
+                 p_id_origin, p_store_only, p_long_key_retention, p_replay_guard,
+                 p_max_attempts) > 0
+       OR length(p_payload_sha256) <> 32 OR p_id_origin NOT IN ('header', 'body', 'body_sha256')
+       OR NOT p_lease_secs BETWEEN 1 AND 86400 OR p_max_attempts < 1 THEN
         PERFORM hookclaim_refuse('hookclaim_claim',
             'every argument but p_event_type must be given, with a 32-byte SHA-256, an id '
             'origin of header, body or body_sha256, a lease of 1 to 86400 seconds and an '
@@ -294,7 +292,7 @@ BEGIN
         state := d.status;
     -- 5. An expired lease or a due retry: take it over (guarded: only under its own id, with its
     -- own body), unless another transaction holds the row now.
-    ELSIF d.due_at <= now()
+    ELSIF coalesce(d.lease_until, d.next_attempt_at) <= now()
           AND (NOT p_replay_guard OR same_payload AND body_of IS NULL) THEN
         SELECT CASE t.status WHEN 'dead' THEN 'gave_up' ELSE 'claimed' END, t.attempt
           INTO state, attempt
@@ -321,10 +319,10 @@ CREATE FUNCTION hookclaim_finish(
 RETURNS void
 LANGUAGE plpgsql AS $finish$
 BEGIN
-    IF p_source IS NULL OR p_delivery_id IS NULL OR p_attempt IS NULL OR p_owner IS NULL
-       OR p_outcome IS NULL OR p_outcome NOT IN ('done', 'failed', 'dead')
-       OR (p_outcome = 'failed') IS DISTINCT FROM (p_retry_in_secs IS NOT NULL)
-       OR NOT coalesce(p_retry_in_secs BETWEEN 0 AND 31622400, true) THEN
+    IF num_nulls(p_source, p_delivery_id, p_attempt, p_owner, p_outcome) > 0
+       OR p_outcome NOT IN ('done', 'failed', 'dead')
+       OR (p_outcome = 'failed') <> (p_retry_in_secs IS NOT NULL)
+       OR p_retry_in_secs NOT BETWEEN 0 AND 31622400 THEN
         PERFORM hookclaim_refuse('hookclaim_finish',
             'the delivery, attempt and owner must be given, the outcome done, failed or dead, '
             'and a retry time of 0 to 31622400 seconds given with failed and only then');

@@ -1391,8 +1391,13 @@ async fn a_run_from_a_terminal_shows_its_progress_on_stderr_and_prints_only_the_
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(report["reclaimed"], 40, "{report}");
     assert!(
-        stderr.lines().any(|l| l.starts_with("reclaim: 40 of 40 done, ")),
+        stderr
+            .lines()
+            .any(|l| l.starts_with("reclaim: 40 of 40 done, ")),
         "{stderr}"
     );
-    assert!(stderr.lines().any(|l| l.starts_with("purge: 0 of 0 done")), "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("purge: 0 of 0 done")),
+        "{stderr}"
+    );
 }

@@ -8,7 +8,9 @@
 SELECT next.run_started, next.due_at, next.source, next.delivery_id,
        t.attempt, t.event_type, t.payload, t.headers, t.last_error, t.status
   FROM (SELECT coalesce($4, now()) AS run_started, due_at, source, delivery_id
-          FROM hookclaim_deliveries
+          FROM (SELECT coalesce(lease_until, next_attempt_at) AS due_at,
+                       source, delivery_id
+                  FROM hookclaim_deliveries) AS waiting
          WHERE due_at <= coalesce($4, now())
            AND (due_at, source, delivery_id)
                > (coalesce($5, '-infinity'::timestamptz), coalesce($6, ''), coalesce($7, ''))

@@ -9,4 +9,4 @@ SELECT l.source, l.delivery_id, l.attempt,
   FROM (SELECT min(received_at) AS received_at FROM hookclaim_deliveries) AS o
   LEFT JOIN LATERAL (
        SELECT source, delivery_id, attempt, lease_until, updated_at FROM hookclaim_deliveries
-        WHERE due_at IS NOT NULL AND status = 'processing' ORDER BY due_at LIMIT 1) AS l ON true
+        WHERE status = 'processing' ORDER BY lease_until LIMIT 1) AS l ON true
