@@ -20,6 +20,7 @@ use hookclaim::aws::Aws;
 use hookclaim::processor::idempotency_key;
 use hookclaim::verify::Scheme;
 use hookclaim::{Destinations, Secret, SecretFormat, Shipped};
+use hookclaim_verify::Outgoing;
 use serde_json::{json, Value};
 use support::ledger::make_due;
 use support::moto::{self, Call};
@@ -916,19 +917,16 @@ async fn an_event_type_too_long_for_eventbridge_is_put_under_the_source_name() {
     for (id, event_type) in [("long-type", long_type.as_str()), ("fits", fits.as_str())] {
         let body = format!(r#"{{"n":"{id}"}}"#);
         let body = body.as_bytes();
+        let sent = Outgoing::new(body, support::EVENTS_SIGNED_AT as i64)
+            .header("content-type", "application/json")
+            .event_type(event_type)
+            .id(id);
+        let signed = support::sign_as("github", support::GITHUB_SECRET, &sent);
         let req = support::request(
             Format::HttpApiV2,
             "POST",
             "github",
-            &[
-                ("content-type", "application/json"),
-                ("x-github-event", event_type),
-                ("x-github-delivery", id),
-                (
-                    "x-hub-signature-256",
-                    &support::github_signature(support::GITHUB_SECRET, body),
-                ),
-            ],
+            &support::header_pairs(&signed),
             body,
             false,
         );

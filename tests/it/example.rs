@@ -4,12 +4,8 @@
 
 use crate::support;
 
-use hmac::Mac as _;
 use support::emulator::Emulator;
-use support::TestDb;
-
-/// The Stripe test secret from env.local.json.
-const STRIPE_SECRET: &str = "whsec_hookclaim_stripe_test";
+use support::{TestDb, STRIPE_SECRET};
 
 const WEBHOOK_URL: &str = "/lambda-url/orders-webhook/webhooks/stripe";
 
@@ -19,9 +15,7 @@ fn stripe_signature(body: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(STRIPE_SECRET.as_bytes()).unwrap();
-    mac.update(format!("{t}.{body}").as_bytes());
-    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
+    support::stripe_signature(STRIPE_SECRET, t, body.as_bytes())
 }
 
 /// A Stripe event `id` of type `kind` about Checkout session `session`.

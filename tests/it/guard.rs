@@ -8,13 +8,12 @@ use crate::support;
 
 use std::time::{Duration, SystemTime};
 
-use base64::Engine as _;
-use hmac::Mac as _;
 use hookclaim::processor::{Delivery, ProcessError, Processor};
 use hookclaim::work::Work;
+use hookclaim_verify::{HmacScheme, IdLocation, Outgoing, Scheme, SignatureEncoding, SigningKey};
 use serde_json::json;
 use support::ledger::{exists, make_due, state};
-use support::{answer, github_request, Format, TestDb};
+use support::{answer, Format, TestDb};
 
 /// Records every delivery it runs (id, attempt, body) in the delivery's transaction, so a
 /// count of its rows is a count of effects. A body with `"fail_first": true` fails its first
@@ -87,47 +86,37 @@ impl Sender {
 
     /// A request signed with the source's test secret, with delivery id `id`.
     fn request(self, id: &str, body: &[u8]) -> lambda_http::Request {
-        let mac = |secret: &str| {
-            let mut mac =
-                hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
-            mac.update(body);
-            mac.finalize().into_bytes()
-        };
-        match self {
-            Sender::Github => github_request(Format::HttpApiV2, id, body, false),
-            Sender::Shopify => {
-                let sig = base64::engine::general_purpose::STANDARD
-                    .encode(mac("hookclaim-shopify-test-secret"));
-                support::request(
-                    Format::HttpApiV2,
-                    "POST",
-                    "shopify",
-                    &[
-                        ("content-type", "application/json"),
-                        ("x-shopify-topic", "orders/create"),
-                        ("x-shopify-webhook-id", id),
-                        ("x-shopify-hmac-sha256", &sig),
-                    ],
-                    body,
-                    false,
-                )
-            }
+        let sent = Outgoing::new(body, support::EVENTS_SIGNED_AT as i64)
+            .header("content-type", "application/json")
+            .id(id);
+        let signed = match self {
+            Sender::Github => support::github_signed(support::GITHUB_SECRET, id, body),
+            Sender::Shopify => support::sign_as(
+                "shopify",
+                "hookclaim-shopify-test-secret",
+                &sent.event_type("orders/create"),
+            ),
             Sender::Acme => {
-                let sig = format!("sha256={}", hex::encode(mac("hookclaim-acme-test-secret")));
-                support::request(
-                    Format::HttpApiV2,
-                    "POST",
-                    "acme",
-                    &[
-                        ("content-type", "application/json"),
-                        ("x-acme-delivery", id),
-                        ("x-acme-signature", &sig),
-                    ],
-                    body,
-                    false,
-                )
+                // The sender's format, as the source's settings in env.local.json describe it.
+                let scheme = Scheme::Hmac(HmacScheme {
+                    signature_header: "X-Acme-Signature".into(),
+                    prefix: "sha256=".into(),
+                    encoding: SignatureEncoding::Hex,
+                    id: IdLocation::Header("X-Acme-Delivery".into()),
+                    event_type_pointer: Some("/event".into()),
+                });
+                let key = SigningKey::hmac("hookclaim-acme-test-secret");
+                hookclaim_verify::sign(&scheme, &[key], &sent).expect("sign as acme")
             }
-        }
+        };
+        support::request(
+            Format::HttpApiV2,
+            "POST",
+            self.source(),
+            &support::header_pairs(&signed),
+            body,
+            false,
+        )
     }
 }
 

@@ -158,30 +158,13 @@ async fn a_thousand_requests_to_invented_sources_make_one_dimension_value_and_bo
     }
 }
 
-/// GitHub's headers for delivery `id` with `body`, signed with `secret`.
-fn github_headers(id: &str, body: &[u8], secret: &str) -> Vec<(String, String)> {
-    vec![
-        ("content-type".into(), "application/json".into()),
-        ("x-github-event".into(), "push".into()),
-        ("x-github-delivery".into(), id.into()),
-        (
-            "x-hub-signature-256".into(),
-            support::github_signature(secret, body),
-        ),
-    ]
-}
-
 /// POSTs a GitHub delivery to the webhook function under `emu`: its status and answer.
 fn post(emu: &Emulator, id: &str, body: &str, secret: &str) -> (u16, String) {
-    let headers = github_headers(id, body.as_bytes(), secret);
-    let headers: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let signed = support::github_signed(secret, id, body.as_bytes());
     emu.http(
         "POST",
         "/lambda-url/webhook/webhooks/github",
-        &headers,
+        &support::header_pairs(&signed),
         body.as_bytes(),
     )
 }

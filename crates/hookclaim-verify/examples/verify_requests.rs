@@ -1,17 +1,17 @@
 //! Verifies a Stripe, a GitHub and a Slack request, and answers Slack's URL verification, with
 //! plain `http` types: what a web framework's handler would do with the raw body and headers.
 //!
-//!     cargo run -p hookclaim-verify --example verify_requests
+//!     cargo run -p hookclaim-verify --features sign --example verify_requests
 //!
-//! The requests are signed here the way each provider signs them, with test secrets, so the
-//! example runs on its own.
+//! The requests are signed here as each provider signs them, with test secrets and the crate's
+//! signer (the `sign` feature), so the example runs on its own.
 
-use hmac::{Hmac, Mac as _};
 use http::{Request, Response, StatusCode};
-use sha2::Sha256;
 
 use hookclaim_verify::handshake::{self, Handshake};
-use hookclaim_verify::{authenticate, presets, verify_request, Incoming, Scheme, Secret};
+use hookclaim_verify::{
+    authenticate, presets, sign_as, verify_request, Incoming, Outgoing, Scheme, Secret,
+};
 
 /// One configured source: how it signs, its secrets, and the handshakes it answers.
 struct Source {
@@ -69,19 +69,13 @@ fn reply(status: StatusCode, body: String) -> Response<String> {
     response
 }
 
-/// The hex HMAC-SHA256 of `parts` under `key`: how these three providers sign.
-fn hmac_hex(key: &str, parts: &[&[u8]]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("any key length");
-    for part in parts {
-        mac.update(part);
-    }
-    hex::encode(mac.finalize().into_bytes())
-}
-
-fn post(headers: &[(&str, String)], body: &str) -> Request<Vec<u8>> {
+/// A `POST` of `body` sent at `now` as `provider` sends it, signed with `secret`; `id` and
+/// `event_type` fill the headers where the provider carries them there.
+fn post(provider: &str, secret: &str, body: &str, sent: Outgoing<'_>) -> Request<Vec<u8>> {
+    let signed = sign_as(provider, secret, &sent).expect("a request the provider could send");
     let mut builder = Request::post("/webhooks");
-    for (name, value) in headers {
-        builder = builder.header(*name, value);
+    for (name, value) in signed.headers() {
+        builder = builder.header(name, value);
     }
     builder
         .body(body.as_bytes().to_vec())
@@ -90,7 +84,6 @@ fn post(headers: &[(&str, String)], body: &str) -> Request<Vec<u8>> {
 
 fn main() {
     let now = 1_767_225_600;
-    let t = now.to_string();
 
     let stripe = Source {
         scheme: Scheme::Stripe {
@@ -100,11 +93,8 @@ fn main() {
         handshake: None,
     };
     let body = r#"{"id":"evt_1","type":"checkout.session.completed"}"#;
-    let signature = hmac_hex("whsec_example", &[t.as_bytes(), b".", body.as_bytes()]);
-    let request = post(
-        &[("stripe-signature", format!("t={t},v1={signature}"))],
-        body,
-    );
+    let sent = Outgoing::new(body.as_bytes(), now);
+    let request = post("stripe", "whsec_example", body, sent);
     show("stripe", handle(&stripe, &request, now));
 
     let github = Source {
@@ -113,18 +103,10 @@ fn main() {
         handshake: None,
     };
     let body = r#"{"zen":"Keep it logically awesome."}"#;
-    let signature = hmac_hex("github-example-secret", &[body.as_bytes()]);
-    let request = post(
-        &[
-            ("x-hub-signature-256", format!("sha256={signature}")),
-            (
-                "x-github-delivery",
-                "72d3162e-cc78-11e3-81ab-4c9367dc0958".into(),
-            ),
-            ("x-github-event", "ping".into()),
-        ],
-        body,
-    );
+    let sent = Outgoing::new(body.as_bytes(), now)
+        .id("72d3162e-cc78-11e3-81ab-4c9367dc0958")
+        .event_type("ping");
+    let request = post("github", "github-example-secret", body, sent);
     show("github", handle(&github, &request, now));
     // The same request with one byte of the body changed is refused.
     let mut tampered = request;
@@ -137,17 +119,8 @@ fn main() {
         handshake: Some(Handshake::Slack),
     };
     let slack_signed = |body: &str| {
-        let signature = hmac_hex(
-            "slack-example-signing-secret",
-            &[b"v0:", t.as_bytes(), b":", body.as_bytes()],
-        );
-        post(
-            &[
-                ("x-slack-request-timestamp", t.clone()),
-                ("x-slack-signature", format!("v0={signature}")),
-            ],
-            body,
-        )
+        let sent = Outgoing::new(body.as_bytes(), now);
+        post("slack", "slack-example-signing-secret", body, sent)
     };
     let body =
         r#"{"type":"event_callback","event_id":"Ev08ABCDEF","event":{"type":"app_mention"}}"#;

@@ -81,6 +81,7 @@ pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
 
 /// How a source signs its deliveries and where its delivery id and event type live.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Scheme {
     /// `Stripe-Signature: t=…,v1=…`; id and type in the JSON body.
     Stripe {
@@ -220,6 +221,7 @@ impl<'a> Incoming<'a> {
 
 /// Where a verified delivery's id came from; stored with the row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IdOrigin {
     /// A header the sender set.
     Header,
@@ -253,6 +255,7 @@ pub struct Verified {
 
 /// Why a request was refused. Never carries a secret, a signature or the body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum VerifyError {
     /// A header the scheme requires is absent (or not visible ASCII).
     #[error("missing header {0}")]

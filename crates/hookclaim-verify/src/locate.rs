@@ -11,6 +11,7 @@ use super::{IdOrigin, VerifyError};
 
 /// Where a scheme finds the delivery id.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IdLocation {
     /// A request header.
     Header(String),
@@ -48,6 +49,7 @@ impl IdLocation {
 
 /// A single value in a request: a header, or a JSON pointer into the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Field {
     /// A request header.
     Header(String),

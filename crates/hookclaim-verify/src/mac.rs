@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq as _;
     derive(serde::Deserialize),
     serde(rename_all = "lowercase")
 )]
+#[non_exhaustive]
 pub enum Algorithm {
     /// HMAC-SHA1 (Twilio, Intercom): 20-byte tags.
     Sha1,
@@ -41,6 +42,7 @@ impl Algorithm {
     derive(serde::Deserialize),
     serde(rename_all = "lowercase")
 )]
+#[non_exhaustive]
 pub enum SignatureEncoding {
     /// Lower- or upper-case hexadecimal.
     Hex,

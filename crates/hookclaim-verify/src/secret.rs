@@ -29,6 +29,7 @@ enum Role {
 
 /// How a scheme's secrets are written in configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SecretFormat {
     /// The string's bytes are the key (Stripe, GitHub, generic HMAC, most presets, Polar).
     Raw,
@@ -142,6 +143,7 @@ impl fmt::Display for Secret {
 
 /// Why a configured secret was refused. Never carries the secret itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SecretError {
     /// An empty string can never be a key.
     #[error("secret is empty")]

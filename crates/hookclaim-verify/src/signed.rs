@@ -16,6 +16,7 @@ use super::{bounded_entries, required_header, Incoming, Keys, Verified, VerifyEr
     derive(serde::Deserialize),
     serde(rename_all = "lowercase")
 )]
+#[non_exhaustive]
 pub enum MessagePart {
     /// The raw body.
     Body,
@@ -36,6 +37,7 @@ pub enum MessagePart {
 
 /// How the signature header is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SignatureFormat {
     /// The prefix (possibly empty) followed by exactly one signature, e.g. `v0=<hex>`.
     Prefixed(String),
@@ -55,6 +57,7 @@ pub enum SignatureFormat {
 
 /// Where the signed timestamp is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TimestampFrom {
     /// A request header.
     Header(String),

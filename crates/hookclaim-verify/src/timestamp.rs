@@ -5,6 +5,7 @@
 /// How a timestamp is written. In configuration: `s`, `ms` or `rfc3339`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[non_exhaustive]
 pub enum TimestampUnit {
     /// Unix seconds, plain decimal digits.
     #[cfg_attr(feature = "serde", serde(rename = "s"))]
@@ -20,6 +21,7 @@ pub enum TimestampUnit {
 
 /// Which side of now a timestamp may be on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Tolerance {
     /// Only age is checked: a timestamp in the future is accepted (Stripe's and HubSpot's
     /// libraries do this).

@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use hookclaim_verify::{Outgoing, Signed};
 use tokio_postgres::{Client, NoTls};
 
 /// Variable naming an existing server (admin URL) to use instead of starting one.
@@ -556,12 +557,44 @@ pub fn request(
 /// The GitHub test secret from env.local.json (older of the rotated pair).
 pub const GITHUB_SECRET: &str = "hookclaim-github-test-secret";
 
+/// `request` signed as `provider` signs it (a preset's name, or `stripe`, `github`, `standard`)
+/// with `secret`, written as the source's secret is configured: hookclaim-verify's signer, whose
+/// output its own tests check against the providers' SDKs.
+pub fn sign_as(provider: &str, secret: &str, request: &Outgoing<'_>) -> Signed {
+    hookclaim_verify::sign_as(provider, secret, request)
+        .unwrap_or_else(|e| panic!("sign as {provider}: {e}"))
+}
+
+/// `signed`'s headers as [`request`] takes them.
+pub fn header_pairs(signed: &Signed) -> Vec<(&str, &str)> {
+    signed
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect()
+}
+
+/// The value of header `name` that `signed` sends.
+fn signed_header(signed: &Signed, name: &str) -> String {
+    signed
+        .header(name)
+        .unwrap_or_else(|| panic!("the signer sends {name}"))
+        .to_owned()
+}
+
+/// GitHub's headers for delivery `id` (event `push`) of `body`, signed with `secret`.
+pub fn github_signed(secret: &str, id: &str, body: &[u8]) -> Signed {
+    let request = Outgoing::new(body, EVENTS_SIGNED_AT as i64)
+        .header("content-type", "application/json")
+        .event_type("push")
+        .id(id);
+    sign_as("github", secret, &request)
+}
+
 /// GitHub's signature header value for `body` under `secret`.
 pub fn github_signature(secret: &str, body: &[u8]) -> String {
-    use hmac::Mac as _;
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    // The signature covers the body alone: the id the signer needs is not part of it.
+    signed_header(&github_signed(secret, "-", body), "x-hub-signature-256")
 }
 
 /// A GitHub-signed request in `format` with delivery id `id`.
@@ -590,17 +623,12 @@ pub fn github_request_with_secret(
     body: &[u8],
     base64_body: bool,
 ) -> lambda_http::Request {
-    let sig = github_signature(secret, body);
+    let signed = github_signed(secret, id, body);
     request(
         format,
         "POST",
         "github",
-        &[
-            ("content-type", "application/json"),
-            ("x-github-event", "push"),
-            ("x-github-delivery", id),
-            ("x-hub-signature-256", &sig),
-        ],
+        &header_pairs(&signed),
         body,
         base64_body,
     )
@@ -609,13 +637,12 @@ pub fn github_request_with_secret(
 /// The Stripe test secret from env.local.json.
 pub const STRIPE_SECRET: &str = "whsec_hookclaim_stripe_test";
 
-/// Stripe's signature header value for `body` sent at `t` (seconds), under `secret`.
+/// Stripe's signature header value for `body` sent at `t` (seconds, signed as written, so a test
+/// can send a malformed one), under `secret`.
 pub fn stripe_signature(secret: &str, t: impl std::fmt::Display, body: &[u8]) -> String {
-    use hmac::Mac as _;
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
-    mac.update(format!("{t}.").as_bytes());
-    mac.update(body);
-    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
+    let t = t.to_string();
+    let signed = sign_as("stripe", secret, &Outgoing::new(body, 0).timestamp_text(&t));
+    signed_header(&signed, "stripe-signature")
 }
 
 /// `req` as Lambda invokes it with its deadline `within` from now (the claim's lease is measured

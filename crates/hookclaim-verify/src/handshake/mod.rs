@@ -12,6 +12,7 @@ use crate::Incoming;
 
 /// Which handshakes a source answers: its preset's [`Preset::handshake`](crate::presets::Preset::handshake).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Handshake {
     /// Slack: `url_verification` (Events API) and `ssl_check` (slash commands).
     Slack,
@@ -29,6 +30,7 @@ pub enum Handshake {
 
 /// A handshake found in a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Challenge {
     /// Slack's `{"type":"url_verification","challenge":…}`.
     SlackUrlVerification {
