@@ -170,7 +170,9 @@ def probe_text():
         text += bound(CLAIM, id=due_id) + bound(FINISH, id=due_id, attempt="=2")
         text += f"\\warn '--- round {r}: reclaim'\n"
         text += claim.statement(("src/ledger/sql/reclaim.sql",
-                                 ["='bench-probe-retention'", "=20", "=:max_attempts"]))
+                                 ["='bench-probe-retention'", "=20", "=:max_attempts",
+                                  "=NULL::timestamptz", "=NULL::timestamptz", "=NULL::text",
+                                  "=NULL::text"]))
     return text + "ROLLBACK;\n"
 
 
@@ -206,9 +208,9 @@ def probe(cluster, db, vars, due_top):
 def statement_of(query):
     """Which statement a plan is of, or None for one that does not matter here. Statements not
     named here (a rewritten ledger's) that read or write the ledger are shown by their text."""
-    if query.startswith("SELECT t.source, t.delivery_id"):
+    if query.startswith("SELECT next.run_started"):
         return "the reclaim's statement"
-    if "hookclaim_takeover_due(status, lease_until, next_attempt_at) FOR UPDATE SKIP" in query:
+    if "FOR UPDATE SKIP LOCKED" in query and "p_delivery_id" in query:
         return "hookclaim_take_over's SELECT … FOR UPDATE SKIP LOCKED"
     if query.startswith("UPDATE hookclaim_deliveries SET status = 'processing'"):
         return "hookclaim_take_over's UPDATE"
@@ -383,7 +385,7 @@ def redriven_rows(cluster, db, since):
 
 def due_now(cluster, db):
     return int(cluster.psql("SELECT count(*) FROM hookclaim_deliveries "
-                            "WHERE hookclaim_takeover_due(status, lease_until, next_attempt_at)",
+                            "WHERE coalesce(lease_until, next_attempt_at) <= now()",
                             db=db))
 
 
