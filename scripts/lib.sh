@@ -74,14 +74,30 @@ ensure_postgres() {
   fi
 }
 
-# Runs a PostgreSQL program, as the postgres user when this is root (initdb refuses root).
-# runuser lives in /usr/sbin or /sbin, which a root shell may not have on PATH.
-as_pg() {
-  if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
+# runuser's path: it lives in /usr/sbin or /sbin, which a root shell may not have on PATH.
+runuser_path() {
   local runuser
   runuser=$(command -v runuser || ls /usr/sbin/runuser /sbin/runuser 2>/dev/null | head -n 1)
   [ -n "$runuser" ] || missing "runuser" "install util-linux, or run this script as a user other than root"
-  "$runuser" -u postgres -- "$(command -v "$1")" "${@:2}"
+  echo "$runuser"
+}
+
+# Runs a PostgreSQL program, as the postgres user when this is root (initdb refuses root), from
+# the root directory: the programs look up their own path from the working directory, which the
+# postgres user cannot enter when the checkout is under /root or another private directory
+# ("could not change directory to ...: Permission denied").
+as_pg() {
+  if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
+  local runuser
+  runuser=$(runuser_path)
+  (cd / && "$runuser" -u postgres -- "$(command -v "$1")" "${@:2}")
+}
+
+# Whether the server's user can reach directory $1: always for others than root, who run the
+# server themselves; as root, whether the postgres user can enter every directory on its path.
+pg_can_reach() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  (cd / && "$(runuser_path)" -u postgres -- test -x "$1") 2>/dev/null
 }
 
 # A free TCP port on the loopback interface.
@@ -90,23 +106,42 @@ free_port() {
 }
 
 # start_throwaway_pg DIR [PORT]: a new PostgreSQL with its data in DIR (emptied first), on PORT
-# or a free port, with an empty database `hookclaim`; sets PGPORT. Needs ensure_postgres.
+# or a free port, with an empty database `hookclaim`; sets PGPORT, and PGHOME to the directory
+# that holds the cluster. Needs ensure_postgres. As root, when the postgres user cannot reach DIR
+# (a checkout under a private directory), the cluster lives in a directory of its own under the
+# system's temporary directory, owned by postgres, which DIR/cluster names; stop_throwaway_pg
+# removes it and keeps its server.log in DIR.
 start_throwaway_pg() {
   local dir=$1
+  stop_throwaway_pg "$dir"
   rm -rf "$dir"
   mkdir -p "$dir"
-  [ "$(id -u)" -ne 0 ] || chown postgres: "$dir"
-  as_pg initdb -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
+  PGHOME=$dir
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres: "$dir"
+    if ! pg_can_reach "$dir"; then
+      PGHOME=$(mktemp -d "${TMPDIR:-/tmp}/hookclaim-pg.XXXXXX")
+      chown postgres: "$PGHOME"
+      echo "$PGHOME" > "$dir/cluster"
+    fi
+  fi
+  as_pg initdb -D "$PGHOME/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
   PGPORT=${2:-$(free_port)}
-  as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w \
-    -o "-p $PGPORT -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+  as_pg pg_ctl -D "$PGHOME/data" -l "$PGHOME/server.log" -w \
+    -o "-p $PGPORT -k $PGHOME -c listen_addresses=127.0.0.1" start >/dev/null
   as_pg createdb -h 127.0.0.1 -p "$PGPORT" -U postgres hookclaim
 }
 
 # Stops the PostgreSQL start_throwaway_pg started in DIR, if it runs.
 stop_throwaway_pg() {
-  if [ -f "$1/data/postmaster.pid" ]; then
-    as_pg pg_ctl -D "$1/data" -m fast -w stop >/dev/null || true
+  local home=$1
+  if [ -f "$1/cluster" ]; then home=$(cat "$1/cluster"); fi
+  if [ -f "$home/data/postmaster.pid" ]; then
+    as_pg pg_ctl -D "$home/data" -m fast -w stop >/dev/null || true
+  fi
+  if [ "$home" != "$1" ] && [ -d "$home" ]; then
+    cp "$home/server.log" "$1/server.log" 2>/dev/null || true
+    rm -rf "$home" "$1/cluster"
   fi
 }
 

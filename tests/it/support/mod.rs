@@ -130,6 +130,9 @@ impl PgServer {
         if self.as_postgres {
             let mut c = Command::new("runuser");
             c.args(["-u", "postgres", "--"]).arg(path);
+            // The tools look up their own path from the working directory, which the postgres
+            // user may not be able to enter (a checkout under /root or another private directory).
+            c.current_dir("/");
             c
         } else {
             Command::new(path)
