@@ -14,6 +14,45 @@
 
 VENV="$PWD/target/venv"
 
+# The crate a script runs: this repository's, or a user's own (--manifest-path PATH), whose
+# target directory then receives everything the script writes (the virtual environment too), so
+# this checkout stays as it is. Sets MANIFEST (empty for this repository's), TARGET,
+# CARGO_MANIFEST (cargo's --manifest-path argument, or nothing) and VENV.
+use_crate() {
+  MANIFEST=$1
+  CARGO_MANIFEST=()
+  if [ -z "$MANIFEST" ]; then
+    TARGET="$PWD/target"
+  else
+    [ -f "$MANIFEST" ] || missing "$MANIFEST" "--manifest-path names the Cargo.toml of your function's crate"
+    CARGO_MANIFEST=(--manifest-path "$MANIFEST")
+    TARGET=$(cargo metadata --format-version 1 --no-deps "${CARGO_MANIFEST[@]}" \
+      | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  fi
+  VENV="$TARGET/venv"
+  mkdir -p "$TARGET"
+}
+
+# function_bin ROLE: the binary that plays ROLE (webhook or retention) in the crate use_crate
+# chose: hookclaim's own `webhook` and `retention`, else the crate's one binary named ROLE or
+# ending in -ROLE or _ROLE (examples/orders: orders-webhook, orders-retention).
+function_bin() {
+  local role=$1
+  if [ -z "$MANIFEST" ]; then echo "$role"; return; fi
+  cargo metadata --format-version 1 --no-deps "${CARGO_MANIFEST[@]}" | python3 -c '
+import json, sys
+role, manifest = sys.argv[1:]
+meta = json.load(sys.stdin)
+package = next(p for p in meta["packages"]
+               if __import__("os").path.realpath(p["manifest_path"]) == __import__("os").path.realpath(manifest))
+bins = [t["name"] for t in package["targets"] if "bin" in t["kind"]]
+found = [b for b in bins if b == role or b.endswith("-" + role) or b.endswith("_" + role)]
+if len(found) != 1:
+    sys.exit("%s: %s binary for the %s function among %s; name it with --%s-bin NAME"
+             % (manifest, "no" if not found else "more than one", role, ", ".join(bins) or "none", role))
+print(found[0])' "$role" "$MANIFEST"
+}
+
 # A section heading, with the seconds since the script started so slow steps show in CI logs.
 step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
@@ -216,7 +255,7 @@ with_throwaway_postgres() {
 ensure_venv() {
   have python3 || missing "python3" "install Python 3.9 or later (https://www.python.org/downloads/)"
   if [ ! -x "$VENV/bin/pip" ]; then
-    step "creating the Python virtual environment for the tools (target/venv)"
+    step "creating the Python virtual environment for the tools ($VENV)"
     rm -rf "$VENV"
     mkdir -p "$(dirname "$VENV")"
     if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
@@ -246,7 +285,7 @@ venv_install() {
     [ -x "$VENV/bin/${pair%%=*}" ] || missing_packages+=("${pair#*=}")
   done
   [ "${#missing_packages[@]}" -gt 0 ] || return 0
-  step "installing ${missing_packages[*]} (into target/venv)"
+  step "installing ${missing_packages[*]} (into $VENV)"
   if [ ! -x "$VENV/bin/uv" ]; then
     "$VENV/bin/pip" install --quiet --disable-pip-version-check uv
   fi
