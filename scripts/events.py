@@ -57,6 +57,7 @@ FILES (events/)
   stripe-rest-v1.json       REST API v1 proxy event (`apigateway aws-proxy` shape)
   github-function-url.json  Lambda function URL event (a GitHub `ping`)
   github-base64.json        HTTP API v2 with a base64 body (isBase64Encoded: true)
+  github-issues.json        a GitHub `issues` event (action `opened`)
   unknown-source.json       well-signed request to /webhooks/nope (expect 404)
   wrong-method.json         GET through a function URL, which forwards every method (expect 405;
                             an HTTP API with only the POST route answers 404 itself)
@@ -65,8 +66,8 @@ FILES (events/)
                             template.yaml
   retention-<command>.json  operator commands (run, dry-run, purge, replay, stats, migrate)
 
-stripe-rest-v1, github-function-url and github-base64 carry their own delivery ids, so each is a
-new delivery rather than a duplicate of <source>.json.
+stripe-rest-v1, github-function-url, github-base64 and github-issues carry their own delivery
+ids, so each is a new delivery rather than a duplicate of <source>.json.
 """
 
 import argparse
@@ -143,6 +144,7 @@ STRIPE_REST_EVENT_ID = "evt_1HookclaimSample000000002"
 GITHUB_PUSH_DELIVERY = "6f1c2a4e-9b1d-4c3e-8a57-2d1f0e9c4b7a"
 GITHUB_PING_DELIVERY = "0d8e5b3c-27a4-4f6e-9c1b-83a5d2e7f406"
 GITHUB_BASE64_DELIVERY = "a3b9c7d1-5e2f-4a8b-b6c4-1f0e2d3c4b5a"
+GITHUB_ISSUES_DELIVERY = "c5d7e9f1-3a4b-4c6d-9e8f-7a6b5c4d3e2f"
 SVIX_MESSAGE_ID = "msg_2hookclaimSvixSample0001"
 POLAR_MESSAGE_ID = "msg_2hookclaimPolarSample001"
 ACME_DELIVERY_ID = "dlv_acme_0001"
@@ -362,6 +364,35 @@ def github_ping_body():
                        "url": "https://%s.lambda-url.%s.on.aws/webhooks/github"
                               % (FUNCTION_URL_ID, REGION)},
         },
+        "repository": GITHUB_REPOSITORY,
+        "sender": GITHUB_SENDER,
+    })
+
+
+def github_issues_body():
+    """An `issues` event, action `opened`, as GitHub sends it for a new issue."""
+    issue = {
+        "url": "https://api.github.com/repos/hookclaim/demo/issues/42",
+        "html_url": "https://github.com/hookclaim/demo/issues/42",
+        "id": 700000042,
+        "node_id": "I_kwDOHookclaim42",
+        "number": 42,
+        "title": "Invoice totals off by one cent",
+        "user": GITHUB_SENDER,
+        "labels": [{"id": 600000001, "name": "bug", "color": "d73a4a", "default": True}],
+        "state": "open",
+        "locked": False,
+        "assignees": [],
+        "comments": 0,
+        "created_at": "2025-12-31T23:59:40Z",
+        "updated_at": "2025-12-31T23:59:40Z",
+        "closed_at": None,
+        "author_association": "MEMBER",
+        "body": "An order of 3 x 0.10 EUR is invoiced as 0.31 EUR.",
+    }
+    return dumps_compact({
+        "action": "opened",
+        "issue": issue,
         "repository": GITHUB_REPOSITORY,
         "sender": GITHUB_SENDER,
     })
@@ -1050,6 +1081,9 @@ def build(base_ts):
         http_api_v2(github_request(github_push_body(2, "Add licence issuing"),
                                    GITHUB_BASE64_DELIVERY, "push"),
                     t0, "github-base64", base64_body=True))
+    add("github-issues.json", "webhook", "200 new delivery, done (an `issues` event)",
+        http_api_v2(github_request(github_issues_body(), GITHUB_ISSUES_DELIVERY, "issues"),
+                    t0, "github-issues"))
 
     # refusals
     body = github_push_body(3, "Nobody configured this source")

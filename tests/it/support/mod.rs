@@ -1,7 +1,9 @@
 //! Test harness: a throwaway PostgreSQL started from the local server binaries, a fresh
 //! database per test, and helpers to build the handler over it.
 //!
-//! The server runs as the `postgres` user when the tests run as root (initdb refuses root). If
+//! The server runs as the `postgres` user when the tests run as root (initdb refuses root).
+//! `HOOKCLAIM_PG_BIN` names the server's bin directory (another major than the system's: how
+//! `scripts/test` runs the ledger's tests on each supported version). If
 //! `HOOKCLAIM_TEST_DATABASE_URL` names a server, tests create their databases there instead. If
 //! neither works, the test fails loudly with the install hint: no test ever skips.
 
@@ -26,6 +28,10 @@ use tokio_postgres::{Client, NoTls};
 
 /// Variable naming an existing server (admin URL) to use instead of starting one.
 pub const TEST_URL_VAR: &str = "HOOKCLAIM_TEST_DATABASE_URL";
+
+/// Variable naming the directory of the initdb, pg_ctl and postgres to start, instead of the
+/// ones on PATH or under /usr/lib/postgresql.
+pub const PG_BIN_VAR: &str = "HOOKCLAIM_PG_BIN";
 
 const INSTALL_HINT: &str = "PostgreSQL server binaries (initdb, pg_ctl, postgres) were not found \
 on PATH or under /usr/lib/postgresql/*/bin. Install them (Debian/Ubuntu: `apt-get install \
@@ -128,13 +134,30 @@ impl PgServer {
 
     fn command(&self, tool: &str) -> Command {
         let path = self.bin.join(tool);
-        if self.as_postgres {
+        let mut c = if self.as_postgres {
             let mut c = Command::new("runuser");
             c.args(["-u", "postgres", "--"]).arg(path);
+            // The tools look up their own path from the working directory, which the postgres
+            // user may not be able to enter (a checkout under /root or another private directory).
+            c.current_dir("/");
             c
         } else {
             Command::new(path)
+        };
+        // A server build unpacked outside the system's library path (HOOKCLAIM_PG_BIN) keeps its
+        // libraries beside its bin directory.
+        let lib = self.bin.join("../lib");
+        if std::env::var_os(PG_BIN_VAR).is_some() && lib.is_dir() {
+            let mut paths = vec![lib];
+            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+                paths.extend(std::env::split_paths(&old));
+            }
+            c.env(
+                "LD_LIBRARY_PATH",
+                std::env::join_paths(paths).expect("library path"),
+            );
         }
+        c
     }
 
     /// Starts the server on its existing data directory (after [`PgServer::stop_immediate`]).
@@ -175,6 +198,12 @@ impl PgServer {
 impl PgServer {
     /// Stops the server (if running) and deletes its data, ignoring failures: cleanup only.
     fn discard(&self) {
+        self.stop_quietly();
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+
+    /// Stops the server (if running), ignoring failures.
+    fn stop_quietly(&self) {
         let mut c = self.command("pg_ctl");
         c.arg("-D")
             .arg(self.pgdata())
@@ -182,7 +211,6 @@ impl PgServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let _ = c.status();
-        let _ = std::fs::remove_dir_all(&self.data);
     }
 }
 
@@ -219,14 +247,24 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// The directory holding initdb, pg_ctl and postgres: PATH first, then the newest
-/// /usr/lib/postgresql/*/bin.
+/// The directory holding initdb, pg_ctl and postgres: `HOOKCLAIM_PG_BIN` when it is set (and
+/// then only it: a wrong directory is a failure, not a quiet fall back to another version), else
+/// PATH, then the newest /usr/lib/postgresql/*/bin.
 fn find_bin_dir() -> Option<PathBuf> {
     let has_all = |dir: &Path| {
         ["initdb", "pg_ctl", "postgres"]
             .iter()
             .all(|t| dir.join(t).exists())
     };
+    if let Some(dir) = std::env::var_os(PG_BIN_VAR).filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        assert!(
+            has_all(&dir),
+            "{PG_BIN_VAR}={} holds no initdb, pg_ctl and postgres",
+            dir.display()
+        );
+        return Some(dir);
+    }
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             if has_all(&dir) {
@@ -270,7 +308,20 @@ enum Shared {
 
 extern "C" fn stop_shared() {
     if let Some(Shared::Started(server)) = SHARED.get() {
-        server.discard();
+        server.stop_quietly();
+        // The shared server's data holds every test's database, tens of thousands of files:
+        // deleting them can take longer than the tests did (a disk with online discard), so the
+        // test binary's exit does not wait for it and a detached `rm` finishes it.
+        let removed = Command::new("rm")
+            .arg("-rf")
+            .arg(&server.data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        if removed.is_err() {
+            let _ = std::fs::remove_dir_all(&server.data);
+        }
     }
 }
 
