@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime};
 use futures_util::FutureExt as _;
 
 use crate::config::RetryPolicy;
-use crate::db::{classify, is_connection_error, DbError, Session};
+use crate::db::{classify, is_connection_error, DbError};
 use crate::invocation;
 use crate::processor::{is_store_only, Delivery, ProcessError, Processor, Retry};
-use crate::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery, StoredDelivery};
+use crate::ledger::{Attempt, Claim, Claimant, Finish, Ledger, NewDelivery, StoredDelivery};
 use crate::work::{Work, WorkError};
 
 /// How a claimed delivery ended.
@@ -88,7 +88,7 @@ pub enum Handled {
 /// the delivery stored with the row (the ledger's body is the delivery). The webhook function
 /// and the test harness both deliver through this.
 pub async fn claim_and_run<P: Processor>(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     processor: &P,
     new: &NewDelivery<'_>,
     claimant: &Claimant<'_>,
@@ -96,9 +96,7 @@ pub async fn claim_and_run<P: Processor>(
     deadline: SystemTime,
 ) -> Result<Handled, DbError> {
     let store_only = is_store_only(processor);
-    let claim = session
-        .run(|c, _| Box::pin(ledger::claim(c, new, claimant, store_only)))
-        .await?;
+    let claim = ledger.claim(new, claimant, store_only).await?;
     let Claim::Claimed {
         attempt,
         same_payload,
@@ -127,9 +125,7 @@ pub async fn claim_and_run<P: Processor>(
             attempt,
             owner: claimant.owner,
         };
-        let held = session
-            .run(|c, _| Box::pin(ledger::held(c, &at)))
-            .await?;
+        let held = ledger.held(&at).await?;
         match held.as_ref().and_then(delivery_of) {
             Some(stored) => stored,
             // No longer held (the lease ran out already): the retention function or a later
@@ -138,7 +134,7 @@ pub async fn claim_and_run<P: Processor>(
         }
     };
     let settled = run_claimed(
-        session,
+        ledger,
         processor,
         &delivery,
         claimant.owner,
@@ -163,7 +159,7 @@ pub async fn claim_and_run<P: Processor>(
 /// connection let go, so the sender hears 503 before Lambda ends the invocation. `Err` only when
 /// even the failure cannot be written, in which case the lease still protects the delivery.
 pub async fn run_claimed<P: Processor>(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     processor: &P,
     delivery: &Delivery,
     owner: &str,
@@ -179,11 +175,11 @@ pub async fn run_claimed<P: Processor>(
     let budget = invocation::remaining(deadline).saturating_sub(PROCESSING_RESERVE);
     let processed = tokio::time::timeout(
         budget,
-        process_in_transaction(session, processor, delivery, &at),
+        process_in_transaction(ledger, processor, delivery, &at),
     )
     .await
     .unwrap_or_else(|_| {
-        session.abandon();
+        ledger.session().abandon();
         Err(Failure::OutOfTime)
     });
     let verdict = match processed {
@@ -191,7 +187,7 @@ pub async fn run_claimed<P: Processor>(
         Err(Failure::Processor(e)) => {
             // A processor that chose its retry over a broken connection still gets a new one.
             if e.database_error().is_some_and(is_connection_error) {
-                session.discard();
+                ledger.session().discard();
             }
             Verdict {
                 error: e.to_string(),
@@ -200,7 +196,7 @@ pub async fn run_claimed<P: Processor>(
         }
         Err(Failure::Database(e)) => {
             if matches!(e, DbError::Connection(_) | DbError::Timeout) {
-                session.discard();
+                ledger.session().discard();
             }
             Verdict::backoff(format!("database error during processing: {e}"))
         }
@@ -208,7 +204,7 @@ pub async fn run_claimed<P: Processor>(
             Verdict::backoff("processing did not finish within the invocation's time".into())
         }
     };
-    record_failure(session, &at, verdict, policy).await
+    record_failure(ledger, &at, verdict, policy).await
 }
 
 /// The processor's view of a stored delivery; `None` when its payload was trimmed.
@@ -282,12 +278,12 @@ impl Verdict {
 /// Runs the processor and, on success, finishes in the same transaction. Returns done or fenced,
 /// and the failure to record otherwise.
 async fn process_in_transaction<P: Processor>(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     processor: &P,
     delivery: &Delivery,
     at: &Attempt<'_>,
 ) -> Result<Settled, Failure> {
-    let client = session.client().await.map_err(Failure::Database)?;
+    let client = ledger.session().client().await.map_err(Failure::Database)?;
     let mut work = Work::new(client, *at);
     // A panic is a failed attempt, retried and in the end dead like any other, so one poisoned
     // payload cannot take the function down with it. Only where panics unwind: with
@@ -320,7 +316,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// Records a failed attempt as failed (with backoff) or dead (permanent, or out of attempts).
 async fn record_failure(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     at: &Attempt<'_>,
     verdict: Verdict,
     policy: &RetryPolicy,
@@ -341,16 +337,8 @@ async fn record_failure(
         },
     };
     let finish = match &settled {
-        Settled::Failed { error, retry_in } => {
-            session
-                .run(|c, _| Box::pin(ledger::finish_failed(c, at, error, *retry_in)))
-                .await?
-        }
-        Settled::Dead { error } => {
-            session
-                .run(|c, _| Box::pin(ledger::finish_dead(c, at, error)))
-                .await?
-        }
+        Settled::Failed { error, retry_in } => ledger.finish_failed(at, error, *retry_in).await?,
+        Settled::Dead { error } => ledger.finish_dead(at, error).await?,
         Settled::Done | Settled::Fenced => Finish::Applied,
     };
     Ok(match finish {

@@ -25,12 +25,11 @@
 use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
-use tokio_postgres::types::Type;
 
 use crate::config::{Config, ConfigError, RetryPolicy};
 use crate::db::{Database, DbError};
 use crate::environment::{self, StartupError};
-use crate::ledger::{Claim, Claimant, NewDelivery};
+use crate::ledger::{Claim, Claimant, Ledger, NewDelivery};
 use crate::pipeline::{self, Handled, Settled};
 use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
@@ -113,11 +112,9 @@ impl<P: Processor> Harness<P> {
         })?;
         let db = environment::database(&config).await?;
         processor.start().await;
-        let mut session = db.session().await;
         Readiness::default()
-            .ensure(&mut session, &processor)
+            .ensure(Ledger::open(&db).await.session(), &processor)
             .await?;
-        drop(session);
         Ok(Harness {
             db,
             processor,
@@ -130,7 +127,7 @@ impl<P: Processor> Harness<P> {
     /// then the processor runs and its work commits with "done", or the failure is recorded.
     /// Call it again with the same delivery for the sender's redelivery.
     pub async fn deliver(&self, delivery: &Delivery) -> Result<Ran, HarnessError> {
-        let mut session = self.db.session().await;
+        let mut ledger = Ledger::open(&self.db).await;
         let payload_sha256 = Sha256::digest(&delivery.payload);
         let new = NewDelivery {
             source: &delivery.source,
@@ -151,7 +148,7 @@ impl<P: Processor> Harness<P> {
         };
         let deadline = SystemTime::now() + RUN_TIME;
         let handled = pipeline::claim_and_run(
-            &mut session,
+            &mut ledger,
             &self.processor,
             &new,
             &claimant,
@@ -185,21 +182,10 @@ impl<P: Processor> Harness<P> {
     /// lost (work at another service, a step recorded, a crash before "done"), so a processor
     /// that passes it has effects that stand any repeat.
     pub async fn redrive(&self, delivery: &Delivery) -> Result<Ran, HarnessError> {
-        {
-            let mut session = self.db.session().await;
-            let (source, id) = (delivery.source.as_str(), delivery.delivery_id.as_str());
-            session
-                .run(|c, _| {
-                    Box::pin(async move {
-                        c.execute_typed(
-                            include_str!("testing/make_due.sql"),
-                            &[(&source, Type::TEXT), (&id, Type::TEXT)],
-                        )
-                        .await
-                    })
-                })
-                .await?;
-        }
+        Ledger::open(&self.db)
+            .await
+            .make_due(&delivery.source, &delivery.delivery_id)
+            .await?;
         self.deliver(delivery).await
     }
 

@@ -27,7 +27,7 @@ use crate::environment;
 use crate::function::Error;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
-use crate::ledger::{Claim, Claimant, NewDelivery};
+use crate::ledger::{Claim, Claimant, Ledger, NewDelivery};
 use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 
 /// Headers kept with every delivery when present, besides each scheme's own.
@@ -269,8 +269,8 @@ impl<P: Processor> Webhook<P> {
     /// it is) and runs the processor's setup. Done once per environment; until it succeeds,
     /// every delivery tries it first and answers 503 when it fails.
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
-        let mut session = self.db.session().await;
-        self.ready.ensure(&mut session, &self.processor).await
+        let mut ledger = Ledger::open(&self.db).await;
+        self.ready.ensure(ledger.session(), &self.processor).await
     }
 
     #[doc(hidden)]
@@ -406,11 +406,11 @@ impl<P: Processor> Webhook<P> {
             lease: self.lease(req),
             max_attempts: self.retry.max_attempts,
         };
-        let mut session = self.db.session().await;
-        self.ready.ensure(&mut session, &self.processor).await?;
+        let mut ledger = Ledger::open(&self.db).await;
+        self.ready.ensure(ledger.session(), &self.processor).await?;
         let deadline = invocation::deadline(req.lambda_context_ref());
         let handled = pipeline::claim_and_run(
-            &mut session,
+            &mut ledger,
             &self.processor,
             &new,
             &claimant,

@@ -38,7 +38,7 @@ use crate::db::{Database, DbError};
 use crate::observe;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
-use crate::ledger::{self, ReplayFilter};
+use crate::ledger::{Ledger, ReplayFilter};
 use run::Clock;
 
 /// Why an invocation failed. Each variant is a distinct Lambda `errorType`.
@@ -180,8 +180,8 @@ impl<P: Processor> Retention<P> {
     /// Connects, brings the schema up to date and runs the processor's setup, as the webhook
     /// function does. Done once per environment; until it succeeds, every invocation tries it.
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
-        let mut session = self.db.session().await;
-        self.ready.ensure(&mut session, &self.processor).await
+        let mut ledger = Ledger::open(&self.db).await;
+        self.ready.ensure(ledger.session(), &self.processor).await
     }
 
     #[doc(hidden)]
@@ -217,17 +217,17 @@ impl<P: Processor> Retention<P> {
         clock: Clock,
         report: &mut Report,
     ) -> Result<(), RetentionError> {
-        let mut session = self.db.session().await;
+        let mut ledger = Ledger::open(&self.db).await;
         // `migrate` applies the schema itself and reports what it applied.
         if !matches!(command, Command::Migrate {}) {
-            self.ready.ensure(&mut session, &self.processor).await?;
+            self.ready.ensure(ledger.session(), &self.processor).await?;
         }
         match command {
-            Command::Migrate {} => self.migrate(&mut session, report).await,
-            Command::Run {} => self.run(&mut session, clock, report).await,
+            Command::Migrate {} => self.migrate(&mut ledger, report).await,
+            Command::Run {} => self.run(&mut ledger, clock, report).await,
             Command::DryRun {} => {
                 let horizons = Horizons::of(&self.settings);
-                report.would = Some(self.backlog(&mut session, horizons).await?);
+                report.would = Some(self.backlog(&mut ledger, horizons).await?);
                 Ok(())
             }
             Command::Purge {
@@ -235,10 +235,10 @@ impl<P: Processor> Retention<P> {
             } => {
                 let horizon = Duration::from_secs(u64::from(*older_than_days) * 86_400);
                 let horizons = Horizons::all(horizon);
-                let finished = self.purge(&mut session, horizons, clock, report).await?;
+                let finished = self.purge(&mut ledger, horizons, clock, report).await?;
                 report.stopped_early = !finished;
                 report.remaining = self
-                    .remaining(&mut session, clock, horizons, finished, true)
+                    .remaining(&mut ledger, clock, horizons, finished, true)
                     .await;
                 Ok(())
             }
@@ -247,7 +247,7 @@ impl<P: Processor> Retention<P> {
                 delivery_id,
                 force,
             } => {
-                self.replay(&mut session, source, delivery_id, *force, clock, report)
+                self.replay(&mut ledger, source, delivery_id, *force, clock, report)
                     .await
             }
             Command::ReplayAll {
@@ -275,14 +275,14 @@ impl<P: Processor> Retention<P> {
                     remaining: None,
                 };
                 let result = self
-                    .replay_all(&mut session, &filter, *dry_run, clock, report, &mut bulk)
+                    .replay_all(&mut ledger, &filter, *dry_run, clock, report, &mut bulk)
                     .await;
                 // Reported even when the database failed part-way: what was replayed stays.
                 report.bulk_replay = Some(bulk);
                 result
             }
             Command::Stats {} => {
-                let stats = session.run(|c, _| Box::pin(ledger::stats(c))).await?;
+                let stats = ledger.stats().await?;
                 report.stats = Some(stats);
                 Ok(())
             }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::support::licences::Licences;
 use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
-use hookclaim::ledger::{self, Attempt, Claim, Finish};
+use hookclaim::ledger::{self, Attempt, Claim, Finish, Ledger};
 use hookclaim::pipeline::{self, Settled};
 use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
@@ -369,9 +369,9 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     // The first invocation thaws and finishes its attempt 1, by every route it has.
     let delivery = Delivery::new("stripe", "evt_zombie", body.into_bytes());
     let retry = usual_policy();
-    let mut session = r.database().session().await;
+    let mut ledger = Ledger::open(r.database()).await;
     let done = pipeline::run_claimed(
-        &mut session,
+        &mut ledger,
         &Licences,
         &delivery,
         "zombie",
@@ -380,7 +380,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     )
     .await;
     let failed = pipeline::run_claimed(
-        &mut session,
+        &mut ledger,
         &AlwaysRetry,
         &delivery,
         "zombie",
@@ -388,7 +388,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
         in_a_minute(),
     )
     .await;
-    drop(session);
+    drop(ledger);
     let at = first_attempt("evt_zombie", "zombie");
     let dead = ledger::finish_dead(&c, &at, "late").await.unwrap();
 
