@@ -5,15 +5,23 @@
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
+use crate::error::Error;
+use crate::observe;
 use crate::processor::Processor;
-use crate::environment::{self, cold_start};
 use crate::retention::{self, Retention, RetentionError};
 use crate::webhook::Webhook;
-use crate::observe;
 
-/// Why a function stopped: a cold start that failed (a bad setting, an unreadable CA bundle…)
-/// or the runtime loop ending. The message names the setting at fault.
-pub type Error = lambda_runtime::Error;
+/// Logging, configuration and the processor: what both functions do first. Only the entry
+/// points install logging; a function of its own that builds [`Webhook`] keeps its subscriber.
+fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, Error>) -> Result<(Config, P), Error> {
+    observe::init_logging();
+    let config =
+        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
+    observe::set_namespace(&config.metrics_namespace);
+    let processor =
+        make(&config).inspect_err(|e| tracing::error!(error = %e, "processor not built"))?;
+    Ok((config, processor))
+}
 
 /// Runs the webhook function with `processor`: verify, claim, process, answer.
 ///
@@ -84,9 +92,7 @@ async fn run_retention_once<P: Processor>(
     let answer = match parsed {
         Ok((within, payload)) => {
             // A failed cold start fails here as it fails a function's: with the setting at fault.
-            let retention = environment::retention(&config, processor)
-                .await
-                .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?;
+            let retention = Retention::from_config(&config, processor).await?;
             retention.handle(payload, SystemTime::now() + within).await
         }
         Err(e) => Err(e),

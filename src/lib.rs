@@ -95,10 +95,13 @@ internal_modules!(
     #[cfg(feature = "destinations")]
     destinations,
     environment,
+    error,
     #[cfg(feature = "forward")]
     forward,
     function,
     invocation,
+    #[cfg(feature = "forward")]
+    keyed,
     keys,
     ledger,
     observe,
@@ -117,9 +120,10 @@ pub mod testing;
 pub use config::{Config, ConfigError};
 #[cfg(feature = "destinations")]
 pub use destinations::Destinations;
+pub use error::Error;
 #[cfg(feature = "forward")]
 pub use forward::{ForwardConflict, Forwarder};
-pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
+pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with};
 pub use hookclaim_verify::{Secret, SecretFormat};
 pub use processor::{idempotency_key, BoxError, Delivery, ProcessError, Processor, StoreOnly};
 pub use retention::Retention;

@@ -10,7 +10,7 @@ use futures_util::FutureExt as _;
 use crate::config::RetryPolicy;
 use crate::db::{classify, is_connection_error, DbError};
 use crate::invocation;
-use crate::processor::{is_store_only, Delivery, ProcessError, Processor, Retry};
+use crate::processor::{Delivery, ProcessError, Processor, Retry};
 use crate::ledger::{Attempt, Claim, Claimant, Finish, Ledger, NewDelivery, StoredDelivery};
 use crate::work::{Work, WorkError};
 
@@ -95,7 +95,7 @@ pub async fn claim_and_run<P: Processor>(
     policy: &RetryPolicy,
     deadline: SystemTime,
 ) -> Result<Handled, DbError> {
-    let store_only = is_store_only(processor);
+    let store_only = processor.stores_only();
     let claim = ledger.claim(new, claimant, store_only).await?;
     let Claim::Claimed {
         attempt,

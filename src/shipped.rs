@@ -67,13 +67,6 @@ impl Shipped {
     }
 }
 
-impl Shipped {
-    /// Whether the choice is the store-only processor.
-    pub(crate) fn is_store_only(&self) -> bool {
-        matches!(self, Shipped::Store(_))
-    }
-}
-
 /// Runs `$body` with `$p` bound to the processor `$shipped` holds, whichever it is.
 macro_rules! each {
     ($shipped:expr, $p:ident => $body:expr) => {
@@ -90,6 +83,10 @@ macro_rules! each {
 impl Processor for Shipped {
     fn name(&self) -> &'static str {
         each!(self, p => p.name())
+    }
+
+    fn stores_only(&self) -> bool {
+        each!(self, p => p.stores_only())
     }
 
     async fn start(&self) {

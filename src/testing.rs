@@ -28,7 +28,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, ConfigError, RetryPolicy};
 use crate::db::{Database, DbError};
-use crate::environment::{self, StartupError};
+use crate::environment;
+use crate::error::StartupError;
 use crate::ledger::{Claim, Claimant, Ledger, NewDelivery};
 use crate::pipeline::{self, Handled, Settled};
 use crate::processor::{Delivery, Processor};

@@ -23,8 +23,8 @@ use crate::invocation;
 use crate::keys::{Keyring, Keys, KeysError};
 use crate::observe::{self, DeliveryRecord, Level};
 use crate::pipeline::{self, Handled, Settled};
-use crate::environment;
-use crate::function::Error;
+use crate::environment::Environment;
+use crate::error::{Error, StartupError};
 use crate::processor::Processor;
 use crate::readiness::Readiness;
 use crate::ledger::{Claim, Claimant, Ledger, NewDelivery};
@@ -232,21 +232,54 @@ struct Facts {
 }
 
 impl<P: Processor> Webhook<P> {
-    /// The webhook function's cold start as [`crate::run_webhook`] makes it: JSON logging, the
-    /// configuration from the environment ([`Config::from_env`]), the secrets and the database
+    /// The webhook function's cold start as [`crate::run_webhook`] makes it, with the
+    /// configuration from the environment ([`Config::from_env`]): the secrets and the database
     /// (connected and migrated now if they can be, else on the first delivery). A bad setting
-    /// is an error that names it.
+    /// is an error that names it. Installs no logging: your own subscriber, if any, sees
+    /// hookclaim's events.
     pub async fn from_env(processor: P) -> Result<Self, Error> {
-        let (config, processor) = environment::cold_start(|_| Ok(processor))?;
+        let config =
+            Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
         Self::from_config(&config, processor).await
     }
 
-    /// The same from `config`, leaving logging to the caller.
+    /// The same from `config`.
     pub async fn from_config(config: &Config, processor: P) -> Result<Self, Error> {
         crate::observe::set_namespace(&config.metrics_namespace);
-        Ok(environment::webhook(config, processor)
+        Ok(Self::assemble(config, processor)
             .await
             .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+    }
+
+    /// Builds the environment's resources and the handler from them. Reads the webhook secrets,
+    /// connects and brings the schema up to date now, so the first delivery does not pay for
+    /// it; what fails (an unreachable database or Secrets Manager) is logged and left to the
+    /// first delivery, which answers 503 until it works.
+    async fn assemble(config: &Config, processor: P) -> Result<Self, StartupError> {
+        let environment = Environment::new();
+        let keys = environment.keys(config)?;
+        processor.start().await;
+        let db = environment.database(config).await?;
+        let owner = environment.owner(config).await?;
+        let webhook = Webhook::new(config, keys, db, processor).with_owner(owner);
+        match webhook.keys.current().await {
+            Ok(ring) => {
+                for source in ring.sources_without_secrets() {
+                    tracing::warn!(
+                        source,
+                        "no webhook secret configured for this source: its deliveries answer 401"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "webhook secrets not loaded at cold start; will retry on first delivery"
+            ),
+        }
+        if let Err(e) = webhook.ensure_ready().await {
+            tracing::warn!(error = %e, "database not ready at cold start; will retry on first delivery");
+        }
+        Ok(webhook)
     }
 
     /// Builds the handler state from the configuration and the environment's shared resources.

@@ -33,7 +33,8 @@ use serde_json::{json, Value};
 use crate::aws::Aws;
 use crate::config::{DestinationConfig, Destinations as DestinationsConfig, Target};
 use crate::observe;
-use crate::processor::{BoxError, Delivery, ProcessError, Processor};
+use crate::keyed::ClientError;
+use crate::processor::{Delivery, ProcessError, Processor};
 use crate::work::Work;
 
 /// Fans each delivery out to its source's destinations (`HOOKCLAIM_PROCESSOR=destinations`).
@@ -65,6 +66,9 @@ pub enum DestinationError {
     /// Worth trying again later: throttling, a timeout, a server error.
     #[error("{0}")]
     Retry(String),
+    /// Worth trying again, no sooner than the destination asked (its `Retry-After`).
+    #[error("{0}")]
+    RetryIn(String, Duration),
     /// The destination's fault, not the delivery's: it does not exist (yet), access to it is
     /// denied, the request as configured is refused. Retried like [`DestinationError::Retry`],
     /// so fixing the configuration is enough, and counted (`destination_faults`) for an alarm.
@@ -77,13 +81,13 @@ pub enum DestinationError {
 
 impl Destinations {
     /// The destinations `config` lists, calling AWS through `aws`'s clients. Makes no call.
-    pub fn new(config: &DestinationsConfig, aws: Arc<Aws>) -> Result<Self, BoxError> {
+    pub fn new(config: &DestinationsConfig, aws: Arc<Aws>) -> Result<Self, ClientError> {
         let mut by_source = BTreeMap::new();
         for (source, list) in config {
             let destinations = list
                 .iter()
                 .map(Destination::new)
-                .collect::<Result<Vec<_>, BoxError>>()?;
+                .collect::<Result<Vec<_>, ClientError>>()?;
             by_source.insert(source.clone(), destinations);
         }
         Ok(Destinations { by_source, aws })
@@ -99,7 +103,7 @@ impl Destinations {
 }
 
 impl Destination {
-    fn new(config: &DestinationConfig) -> Result<Self, BoxError> {
+    fn new(config: &DestinationConfig) -> Result<Self, ClientError> {
         let kind = match &config.target {
             Target::Sqs {
                 queue_url,
@@ -205,6 +209,12 @@ impl Processor for Destinations {
                 Ok(detail) => detail,
                 Err(DestinationError::Retry(why)) => {
                     return Err(ProcessError::new(format!("destination {name}: {why}")))
+                }
+                Err(DestinationError::RetryIn(why, after)) => {
+                    return Err(ProcessError::retry_in(
+                        format!("destination {name}: {why}"),
+                        after,
+                    ))
                 }
                 Err(DestinationError::Fault(why)) => {
                     observe::emit(&fault_line(d, destination, &why, SystemTime::now()));

@@ -35,6 +35,8 @@ pub use {
 use crate::config::{Config, RetentionSettings, RetryPolicy};
 use run::Horizons;
 use crate::db::{Database, DbError};
+use crate::environment::Environment;
+use crate::error::StartupError;
 use crate::observe;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
@@ -102,20 +104,38 @@ pub struct Retention<P> {
 }
 
 impl<P: Processor> Retention<P> {
-    /// The retention function's cold start as [`crate::run_retention`] makes it: JSON logging,
-    /// the configuration from the environment, the database (migrated now if it can be). A bad
-    /// setting is an error that names it. `processor` must be the webhook function's.
-    pub async fn from_env(processor: P) -> Result<Self, crate::Error> {
-        let (config, processor) = crate::environment::cold_start(|_| Ok(processor))?;
+    /// The retention function's cold start as [`crate::run_retention`] makes it, with the
+    /// configuration from the environment: the database (migrated now if it can be). A bad
+    /// setting is an error that names it. `processor` must be the webhook function's. Installs
+    /// no logging.
+    pub async fn from_env(processor: P) -> Result<Self, crate::error::Error> {
+        let config =
+            Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
         Self::from_config(&config, processor).await
     }
 
-    /// The same from `config`, leaving logging to the caller.
-    pub async fn from_config(config: &Config, processor: P) -> Result<Self, crate::Error> {
+    /// The same from `config`.
+    pub async fn from_config(config: &Config, processor: P) -> Result<Self, crate::error::Error> {
         observe::set_namespace(&config.metrics_namespace);
-        Ok(crate::environment::retention(config, processor)
+        Ok(Self::assemble(config, processor)
             .await
             .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+    }
+
+    /// Builds the environment's database and the state from it. Tries to connect, bring the
+    /// schema up to date and run the processor's setup now (as the owner, when its login is
+    /// configured); if the database is not reachable yet, that is logged and left to the first
+    /// invocation.
+    async fn assemble(config: &Config, processor: P) -> Result<Self, StartupError> {
+        let environment = Environment::new();
+        let db = environment.database(config).await?;
+        let owner = environment.owner(config).await?;
+        processor.start().await;
+        let retention = Self::with_parts(config, db, processor).with_owner(owner);
+        if let Err(e) = retention.ensure_ready().await {
+            tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");
+        }
+        Ok(retention)
     }
 
     /// Answers one invocation within its deadline: the report as JSON, or the error as Lambda
