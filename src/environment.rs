@@ -162,7 +162,7 @@ async fn secret_login(
     .await
     .map_err(|e| match e {
         SecretLoginError::Unreadable { setting, why } => {
-            StartupError::DatabaseSecret { setting, why }
+            StartupError::Secrets { setting, why }
         }
         SecretLoginError::Incomplete(setting) => StartupError::Config(setting),
     })?;

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, StartupError};
 use crate::observe;
 use crate::processor::Processor;
 use crate::retention::{self, Retention, RetentionError};
@@ -13,13 +13,24 @@ use crate::webhook::Webhook;
 
 /// Logging, configuration and the processor: what both functions do first. Only the entry
 /// points install logging; a function of its own that builds [`Webhook`] keeps its subscriber.
-fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, Error>) -> Result<(Config, P), Error> {
+fn cold_start<P, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
+) -> Result<(Config, P), StartupError>
+where
+    StartupError: From<E>,
+{
     observe::init_logging();
     let config =
         Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
     observe::set_namespace(&config.metrics_namespace);
-    let processor =
-        make(&config).inspect_err(|e| tracing::error!(error = %e, "processor not built"))?;
+    let processor = make(&config).map_err(StartupError::from).inspect_err(|e| {
+        tracing::error!(
+            error = %e,
+            error_type = e.error_type(),
+            setting = e.setting(),
+            "processor not built"
+        )
+    })?;
     Ok((config, processor))
 }
 
@@ -33,7 +44,7 @@ fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, Error>) -> Result<(Conf
 /// }
 /// ```
 pub async fn run_webhook<P: Processor>(processor: P) -> Result<(), Error> {
-    run_webhook_with(|_| Ok(processor)).await
+    run_webhook_with(|_| Ok::<_, StartupError>(processor)).await
 }
 
 /// Runs the retention function with `processor`, which must be the webhook function's: re-drives
@@ -47,30 +58,53 @@ pub async fn run_webhook<P: Processor>(processor: P) -> Result<(), Error> {
 /// The report is printed on stdout, logs go to stderr, and an error is printed as Lambda
 /// returns it (`errorType`, `errorMessage`) and ends the process with a failure status.
 pub async fn run_retention<P: Processor>(processor: P) -> Result<(), Error> {
-    run_retention_with(|_| Ok(processor)).await
+    run_retention_with(|_| Ok::<_, StartupError>(processor)).await
 }
 
 /// Like [`run_webhook`], with the processor made from the configuration, for processors that
-/// need settings (the shipped binaries use [`crate::Shipped::from_config`]).
-pub async fn run_webhook_with<P: Processor>(
-    make: impl FnOnce(&Config) -> Result<P, Error>,
-) -> Result<(), Error> {
+/// need settings (the shipped binaries use [`crate::Shipped::from_config`]). `make` fails with
+/// anything a [`StartupError`] is made from: [`StartupError::processor`] for a setting of the
+/// processor's own, which stops the cold start naming it (`errorType` `hookclaim.Processor`).
+///
+/// ```no_run
+/// use hookclaim::{StartupError, StoreOnly};
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), hookclaim::Error> {
+///     hookclaim::run_webhook_with(|_config| {
+///         let url = std::env::var("ORDERS_API_URL")
+///             .map_err(|e| StartupError::processor("ORDERS_API_URL", e))?;
+///         # let _ = url;
+///         Ok::<_, StartupError>(StoreOnly)
+///     })
+///     .await
+/// }
+/// ```
+pub async fn run_webhook_with<P: Processor, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
+) -> Result<(), Error>
+where
+    StartupError: From<E>,
+{
     let (config, processor) = cold_start(make)?;
     let webhook = Webhook::from_config(&config, processor).await?;
-    lambda_http::run(&webhook).await
+    lambda_http::run(&webhook).await.map_err(Error::Runtime)
 }
 
 /// Like [`run_retention`], with the processor made from the configuration.
-pub async fn run_retention_with<P: Processor>(
-    make: impl FnOnce(&Config) -> Result<P, Error>,
-) -> Result<(), Error> {
+pub async fn run_retention_with<P: Processor, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
+) -> Result<(), Error>
+where
+    StartupError: From<E>,
+{
     if std::env::var_os(RUNTIME_API).is_none() {
         let args: Vec<String> = std::env::args().skip(1).collect();
         return run_retention_once(make, &args).await;
     }
     let (config, processor) = cold_start(make)?;
     let retention = Retention::from_config(&config, processor).await?;
-    lambda_runtime::run(&retention).await
+    lambda_runtime::run(&retention).await.map_err(Error::Runtime)
 }
 
 /// Set by Lambda (and by emulators) for the runtime loop; a terminal has no such thing.
@@ -80,10 +114,13 @@ const RUNTIME_API: &str = "AWS_LAMBDA_RUNTIME_API";
 const TERMINAL_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The retention function's command from a terminal: one invocation's work, answered on stdout.
-async fn run_retention_once<P: Processor>(
-    make: impl FnOnce(&Config) -> Result<P, Error>,
+async fn run_retention_once<P: Processor, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
     args: &[String],
-) -> Result<(), Error> {
+) -> Result<(), Error>
+where
+    StartupError: From<E>,
+{
     observe::log_to_stderr();
     let (config, processor) = cold_start(make)?;
     let parsed = terminal_deadline(args).and_then(|(within, args)| {
@@ -99,7 +136,8 @@ async fn run_retention_once<P: Processor>(
     };
     match answer {
         Ok(report) => {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            let report = serde_json::to_string_pretty(&report).map_err(|e| Error::Runtime(e.into()))?;
+            println!("{report}");
             Ok(())
         }
         Err(e) => {
@@ -108,8 +146,8 @@ async fn run_retention_once<P: Processor>(
                 "errorType": diagnostic.error_type,
                 "errorMessage": diagnostic.error_message,
             });
-            println!("{}", serde_json::to_string_pretty(&answer)?);
-            Err(diagnostic.error_message.into())
+            println!("{answer:#}");
+            Err(Error::Runtime(diagnostic.error_message.into()))
         }
     }
 }

@@ -83,8 +83,7 @@ pub fn idempotency_key(source: &str, delivery_id: &str) -> String {
     format!("hookclaim-{}", &hex::encode(h.finalize())[..40])
 }
 
-/// Any error, boxed: what [`ProcessError`] carries.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use crate::error::BoxError;
 
 /// Why processing did not succeed, and what to do about it. Nothing the processor queued is
 /// committed; the payload is kept.

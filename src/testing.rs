@@ -46,20 +46,22 @@ pub enum HarnessError {
     /// The database URL or a setting is not usable.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The database could not be reached, migrated, or failed.
-    #[error("{0}")]
-    Database(String),
-}
-
-impl From<DbError> for HarnessError {
-    fn from(e: DbError) -> Self {
-        HarnessError::Database(e.to_string())
-    }
+    /// The database could not be reached or migrated, or a statement failed.
+    #[error(transparent)]
+    Database(#[from] DbError),
 }
 
 impl From<StartupError> for HarnessError {
     fn from(e: StartupError) -> Self {
-        HarnessError::Database(e.to_string())
+        match e {
+            StartupError::Config(e) => HarnessError::Config(e),
+            StartupError::Database(e) => HarnessError::Database(e),
+            // The harness's database comes from its URL alone: no secret, no processor made.
+            other => HarnessError::Config(ConfigError {
+                setting: "DATABASE_URL",
+                problem: other.to_string(),
+            }),
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use crate::keys::{Keyring, Keys, KeysError};
 use crate::observe::{self, DeliveryRecord, Level};
 use crate::pipeline::{self, Handled, Settled};
 use crate::environment::Environment;
-use crate::error::{Error, StartupError};
+use crate::error::StartupError;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
 use crate::ledger::{Claim, Claimant, Ledger, NewDelivery};
@@ -237,18 +237,18 @@ impl<P: Processor> Webhook<P> {
     /// (connected and migrated now if they can be, else on the first delivery). A bad setting
     /// is an error that names it. Installs no logging: your own subscriber, if any, sees
     /// hookclaim's events.
-    pub async fn from_env(processor: P) -> Result<Self, Error> {
+    pub async fn from_env(processor: P) -> Result<Self, StartupError> {
         let config =
             Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
         Self::from_config(&config, processor).await
     }
 
     /// The same from `config`.
-    pub async fn from_config(config: &Config, processor: P) -> Result<Self, Error> {
+    pub async fn from_config(config: &Config, processor: P) -> Result<Self, StartupError> {
         crate::observe::set_namespace(&config.metrics_namespace);
-        Ok(Self::assemble(config, processor)
+        Self::assemble(config, processor)
             .await
-            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))
     }
 
     /// Builds the environment's resources and the handler from them. Reads the webhook secrets,

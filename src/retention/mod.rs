@@ -108,18 +108,18 @@ impl<P: Processor> Retention<P> {
     /// configuration from the environment: the database (migrated now if it can be). A bad
     /// setting is an error that names it. `processor` must be the webhook function's. Installs
     /// no logging.
-    pub async fn from_env(processor: P) -> Result<Self, crate::error::Error> {
+    pub async fn from_env(processor: P) -> Result<Self, StartupError> {
         let config =
             Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
         Self::from_config(&config, processor).await
     }
 
     /// The same from `config`.
-    pub async fn from_config(config: &Config, processor: P) -> Result<Self, crate::error::Error> {
+    pub async fn from_config(config: &Config, processor: P) -> Result<Self, StartupError> {
         observe::set_namespace(&config.metrics_namespace);
-        Ok(Self::assemble(config, processor)
+        Self::assemble(config, processor)
             .await
-            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))
     }
 
     /// Builds the environment's database and the state from it. Tries to connect, bring the

@@ -260,3 +260,41 @@ async fn a_step_recorded_outside_the_transaction_is_not_repeated_by_the_redrive(
         "the external call ran once"
     );
 }
+
+#[test]
+fn a_processors_own_setting_stops_the_cold_start_through_run_webhook_with_naming_it() {
+    // A user's function: `run_webhook_with` and a `make` closure that reads a setting of its
+    // own, unset here.
+    let bins =
+        support::emulator::build_binaries("hookclaim-fixture-faulty", &["faulty-setting"], false);
+    let out = std::process::Command::new(&bins["faulty-setting"])
+        .env_clear()
+        .envs(support::local_env())
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .output()
+        .expect("run the fixture's binary");
+
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("processor not built"))
+        .unwrap_or_else(|| panic!("no cold start error in {stdout}"));
+    let logged: serde_json::Value = serde_json::from_str(line).unwrap();
+    let message = "FAULTY_LICENCE_URL: environment variable not found";
+    assert_eq!(logged["error"], message);
+    assert_eq!(logged["error_type"], "hookclaim.Processor");
+    assert_eq!(logged["setting"], "FAULTY_LICENCE_URL");
+    // What `main` returned, as the process printed it.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("Error: {message}")), "{stderr}");
+    // And as the Lambda runtime reports it.
+    let e = hookclaim::Error::from(hookclaim::StartupError::processor(
+        "FAULTY_LICENCE_URL",
+        std::env::VarError::NotPresent,
+    ));
+    let diagnostic = lambda_runtime::Diagnostic::from(e);
+    assert_eq!(diagnostic.error_type, "hookclaim.Processor");
+    assert_eq!(diagnostic.error_message, message);
+    println!("[library] a processor's own setting: {line}");
+}
