@@ -100,7 +100,9 @@ where
 {
     if std::env::var_os(RUNTIME_API).is_none() {
         let args: Vec<String> = std::env::args().skip(1).collect();
-        return run_retention_once(make, &args).await;
+        // Boxed, as `Retention::handle` boxes its commands: their futures nest deep enough to
+        // exceed the compiler's layout query depth in a caller's `main`.
+        return Box::pin(run_retention_once(make, &args)).await;
     }
     let (config, processor) = cold_start(make)?;
     let retention = Retention::from_config(&config, processor).await?;

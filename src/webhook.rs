@@ -34,9 +34,11 @@ use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 
 /// The webhook function as a value: everything one execution environment needs to answer
-/// webhooks, built once at cold start, and [`Webhook::handle`] to answer one request. It is a
-/// [`tower::Service`](lambda_http::tower::Service) by reference, so it takes tower layers and
-/// sits beside routes of your own in your own `lambda_http::run`:
+/// webhooks, built once at cold start, and [`Webhook::handle`] to answer one request. Cheap to
+/// clone (the clones share one environment: its connection, secrets cache and processor) and
+/// `'static`: it is a [`tower::Service`](lambda_http::tower::Service) as a value and by
+/// reference, so it takes tower layers (`Buffer` included), moves into a spawned task or a
+/// router, and sits beside routes of your own in your own `lambda_http::run`:
 ///
 /// ```no_run
 /// use hookclaim::{StoreOnly, Webhook};
@@ -58,14 +60,28 @@ const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 ///
 /// [`crate::run_webhook`] is this with nothing beside it.
 pub struct Webhook<P> {
-    sources: Arc<BTreeMap<String, Source>>,
+    shared: Arc<Shared<P>>,
+    clock: fn() -> SystemTime,
+}
+
+/// What every clone of a [`Webhook`] shares: the execution environment's resources.
+struct Shared<P> {
+    sources: BTreeMap<String, Source>,
     keys: Keys,
     db: Database,
     processor: P,
     lease_margin: Duration,
     retry: RetryPolicy,
-    clock: fn() -> SystemTime,
     ready: Readiness,
+}
+
+impl<P> Clone for Webhook<P> {
+    fn clone(&self) -> Self {
+        Webhook {
+            shared: Arc::clone(&self.shared),
+            clock: self.clock,
+        }
+    }
 }
 
 /// Why a request is refused before (or instead of) processing, with its status.
@@ -261,8 +277,8 @@ impl<P: Processor> Webhook<P> {
         processor.start().await;
         let db = environment.database(config).await?;
         let owner = environment.owner(config).await?;
-        let webhook = Webhook::new(config, keys, db, processor).with_owner(owner);
-        match webhook.keys.current().await {
+        let webhook = Webhook::new(config, keys, db, processor, owner);
+        match webhook.shared.keys.current().await {
             Ok(ring) => {
                 for source in ring.sources_without_secrets() {
                     tracing::warn!(
@@ -282,18 +298,28 @@ impl<P: Processor> Webhook<P> {
         Ok(webhook)
     }
 
-    /// Builds the handler state from the configuration and the environment's shared resources.
-    #[doc(hidden)]
-    pub fn new(config: &Config, keys: Keys, db: Database, processor: P) -> Self {
-        Webhook {
-            sources: Arc::new(config.sources.clone()),
+    /// The handler over the environment's resources: the migrations and the processor's setup
+    /// run as the schema owner's `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto`
+    /// with `DATABASE_OWNER_*`).
+    fn new(
+        config: &Config,
+        keys: Keys,
+        db: Database,
+        processor: P,
+        owner: Option<Database>,
+    ) -> Self {
+        let shared = Shared {
+            sources: config.sources.clone(),
             keys,
             db,
             processor,
             lease_margin: config.lease_margin,
             retry: config.retry,
+            ready: Readiness::new(config.database.migrate).with_owner(owner),
+        };
+        Webhook {
+            shared: Arc::new(shared),
             clock: SystemTime::now,
-            ready: Readiness::new(config.database.migrate),
         }
     }
 
@@ -302,16 +328,8 @@ impl<P: Processor> Webhook<P> {
     /// it is) and runs the processor's setup. Done once per environment; until it succeeds,
     /// every delivery tries it first and answers 503 when it fails.
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
-        let mut ledger = Ledger::open(&self.db).await;
-        self.ready.ensure(ledger.session(), &self.processor).await
-    }
-
-    #[doc(hidden)]
-    /// The same, applying the migrations and the processor's setup as the schema owner's
-    /// `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto` with `DATABASE_OWNER_*`).
-    pub fn with_owner(mut self, owner: Option<Database>) -> Self {
-        self.ready = self.ready.with_owner(owner);
-        self
+        let mut ledger = Ledger::open(&self.shared.db).await;
+        self.shared.ready.ensure(ledger.session(), &self.shared.processor).await
     }
 
     #[cfg(feature = "internals")]
@@ -324,13 +342,13 @@ impl<P: Processor> Webhook<P> {
     #[cfg(feature = "internals")]
     /// The environment's database, for tools and tests.
     pub fn database(&self) -> &Database {
-        &self.db
+        &self.shared.db
     }
 
     #[doc(hidden)]
     /// The environment's secrets cache, for tools and tests.
     pub fn keys(&self) -> &Keys {
-        &self.keys
+        &self.shared.keys
     }
 
     /// Answers one request to `POST /webhooks/{source}` (the source from the route's `source`
@@ -342,7 +360,7 @@ impl<P: Processor> Webhook<P> {
         let source = source_name(&req).unwrap_or_default();
         // The dimension value is a configured name or `unknown`, never what a stranger typed;
         // the requested name is still logged, capped.
-        let (known_source, requested_source) = match self.sources.get_key_value(&source) {
+        let (known_source, requested_source) = match self.shared.sources.get_key_value(&source) {
             Some((name, _)) => (name.as_str(), None),
             None => (observe::UNKNOWN_SOURCE, Some(source.as_str())),
         };
@@ -397,7 +415,7 @@ impl<P: Processor> Webhook<P> {
         source_name: &str,
         facts: &mut Facts,
     ) -> Result<Answer, Rejection> {
-        let (source, body) = route(&self.sources, source_name, req)?;
+        let (source, body) = route(&self.shared.sources, source_name, req)?;
         let query = req.uri().query().unwrap_or_default();
         let incoming = Incoming {
             method: req.method().as_str(),
@@ -437,17 +455,17 @@ impl<P: Processor> Webhook<P> {
         let claimant = Claimant {
             owner: &owner,
             lease: self.lease(req),
-            max_attempts: self.retry.max_attempts,
+            max_attempts: self.shared.retry.max_attempts,
         };
-        let mut ledger = Ledger::open(&self.db).await;
-        self.ready.ensure(ledger.session(), &self.processor).await?;
+        let mut ledger = Ledger::open(&self.shared.db).await;
+        self.shared.ready.ensure(ledger.session(), &self.shared.processor).await?;
         let deadline = invocation::deadline(req.lambda_context_ref());
         let handled = pipeline::claim_and_run(
             &mut ledger,
-            &self.processor,
+            &self.shared.processor,
             &new,
             &claimant,
-            &self.retry,
+            &self.shared.retry,
             deadline,
         )
         .await?;
@@ -484,7 +502,7 @@ impl<P: Processor> Webhook<P> {
             let secrets = ring.for_source(&source.name)?;
             Ok(verify::verify_request(&source.scheme, secrets, req, now)?)
         };
-        let first = attempt(&*self.keys.current().await?);
+        let first = attempt(&*self.shared.keys.current().await?);
         let worth_a_refresh = matches!(
             first,
             Err(Rejection::Unverified(
@@ -494,7 +512,7 @@ impl<P: Processor> Webhook<P> {
         if !worth_a_refresh {
             return first;
         }
-        match self.keys.refresh_after_failure().await {
+        match self.shared.keys.refresh_after_failure().await {
             Some(fresh) => attempt(&fresh),
             None => first,
         }
@@ -520,7 +538,7 @@ impl<P: Processor> Webhook<P> {
                 Err(e) => return Err(e),
             }
         }
-        let ring = self.keys.current().await?;
+        let ring = self.shared.keys.current().await?;
         let response = handshake::answer(challenge, shake, ring.for_source(&source.name)?);
         if let Challenge::TwitchRevocation {
             subscription_type,
@@ -547,7 +565,23 @@ impl<P: Processor> Webhook<P> {
     /// The lease: the invocation's remaining time plus the margin, so the claim can be taken
     /// over exactly when this invocation can no longer be running.
     fn lease(&self, req: &Request) -> Duration {
-        invocation::remaining(invocation::deadline(req.lambda_context_ref())) + self.lease_margin
+        invocation::remaining(invocation::deadline(req.lambda_context_ref())) + self.shared.lease_margin
+    }
+}
+
+/// One request, answered by [`Webhook::handle`] on a clone; never an error.
+impl<P: Processor> Service<Request> for Webhook<P> {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let webhook = self.clone();
+        Box::pin(async move { Ok(webhook.handle(req).await) })
     }
 }
 

@@ -14,7 +14,7 @@ use hookclaim::{Delivery, ProcessError, Processor, StoreOnly, Work};
 use lambda_http::tower::{service_fn, Service, ServiceBuilder, ServiceExt as _};
 use lambda_http::{Body, Request, Response};
 use support::scripted::Scripted;
-use support::{answer, github_request, row, Format, TestDb};
+use support::{answer, github_delivery, github_request, row, Format, TestDb};
 
 /// A GET to `path`, as a function URL delivers it.
 fn get(path: &str) -> Request {
@@ -297,4 +297,37 @@ fn a_processors_own_setting_stops_the_cold_start_through_run_webhook_with_naming
     assert_eq!(diagnostic.error_type, "hookclaim.Processor");
     assert_eq!(diagnostic.error_message, message);
     println!("[library] a processor's own setting: {line}");
+}
+
+#[tokio::test]
+async fn the_webhook_is_an_owned_service_inside_towers_buffer_and_a_spawned_task() {
+    let db = TestDb::migrated().await;
+    let hook = support::webhook(&db.url, &[], StoreOnly).await;
+
+    // tower's Buffer moves its service into a worker task of its own: it must be 'static.
+    let mut buffered = tower::buffer::Buffer::new(hook.clone(), 8);
+    let resp = buffered
+        .ready()
+        .await
+        .unwrap()
+        .call(github_delivery(Format::FunctionUrl, "buffer-1"))
+        .await
+        .unwrap();
+    let (status, json) = answer(&resp);
+    assert_eq!((status, json["status"].as_str()), (200, Some("processed")));
+
+    // A spawned task owns its clone, as a router built once and moved into the runtime does.
+    let spawned = hook.clone();
+    let task = tokio::spawn(spawned.oneshot(github_delivery(Format::FunctionUrl, "spawned-1")));
+    let (status, json) = answer(&task.await.unwrap().unwrap());
+    assert_eq!((status, json["status"].as_str()), (200, Some("processed")));
+
+    // Every clone answers from the one environment: the redelivery is seen as a duplicate.
+    let again = hook
+        .handle(github_delivery(Format::FunctionUrl, "spawned-1"))
+        .await;
+    let (status, json) = answer(&again);
+    assert_eq!((status, json["status"].as_str()), (200, Some("duplicate")));
+    let c = db.client().await;
+    assert_eq!(row(&c, "github", "buffer-1").await.unwrap().0, "done");
 }
