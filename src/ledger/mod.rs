@@ -42,6 +42,12 @@ pub use {
     stats::{state, stats, waiting},
 };
 
+/// A new owner token, unique per invocation (128 random bits): what its claims are held by and
+/// its finishes fenced on.
+pub fn owner_token() -> String {
+    format!("{:032x}", fastrand::u128(..))
+}
+
 /// SQLSTATE of a finish whose attempt no longer holds its row (`hookclaim_finish`).
 const FENCED: &str = "HC002";
 

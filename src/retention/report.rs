@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::RetentionError;
 use crate::observe;
-use crate::pipeline::Settled;
+use crate::pipeline::{Happened, Outcome};
 use crate::ledger::{LedgerStats, StoredDelivery, Waiting};
 
 /// At most this many dead deliveries are listed in one report; the rest are only counted.
@@ -201,12 +201,13 @@ impl Report {
         }
     }
 
-    pub(super) fn record(&mut self, stored: &StoredDelivery, settled: &Settled) {
-        match settled {
-            Settled::Done => self.redriven.ok += 1,
-            Settled::Failed { .. } => self.redriven.failed += 1,
-            Settled::Dead { error } => self.record_dead(stored, error.clone()),
-            Settled::Fenced => self.redriven.fenced += 1,
+    pub(super) fn record(&mut self, stored: &StoredDelivery, outcome: &Outcome) {
+        match outcome.happened {
+            Happened::Done => self.redriven.ok += 1,
+            Happened::Failed(_) => self.redriven.failed += 1,
+            Happened::Dead => self.record_dead(stored, outcome.reason.clone().unwrap_or_default()),
+            // A re-drive claims nothing: it holds the row, or its finish is fenced.
+            _ => self.redriven.fenced += 1,
         }
     }
 }

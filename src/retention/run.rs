@@ -9,7 +9,7 @@ use super::{
 };
 use crate::db::{classify, DbError};
 use crate::invocation;
-use crate::pipeline::{self, Settled};
+use crate::pipeline::{self, Happened, Outcome};
 use crate::processor::Processor;
 use crate::schema;
 use crate::config::RetentionSettings;
@@ -194,9 +194,9 @@ impl<P: Processor> Retention<P> {
                     continue;
                 };
                 report.reclaimed += 1;
-                let settled = self.redrive(ledger, &stored, &owner, deadline).await?;
-                log_redrive(&stored, &settled);
-                report.record(&stored, &settled);
+                let outcome = self.redrive(ledger, &stored, &owner, deadline).await?;
+                log_redrive(&stored, &outcome);
+                report.record(&stored, &outcome);
             }
             cursor = next;
         };
@@ -244,14 +244,14 @@ impl<P: Processor> Retention<P> {
             if stored.gave_up {
                 // Not run again: its attempts kept dying before they could record anything.
                 let error = stored.last_error.clone().unwrap_or_default();
-                log_redrive(&stored, &Settled::Dead { error: error.clone() });
+                log_redrive(&stored, &Outcome::dead(stored.attempt, error.clone()));
                 report.record_dead(&stored, error);
                 continue;
             }
             report.reclaimed += 1;
-            let settled = self.redrive(ledger, &stored, &owner, deadline).await?;
-            log_redrive(&stored, &settled);
-            report.record(&stored, &settled);
+            let outcome = self.redrive(ledger, &stored, &owner, deadline).await?;
+            log_redrive(&stored, &outcome);
+            report.record(&stored, &outcome);
         }
     }
 
@@ -274,7 +274,7 @@ impl<P: Processor> Retention<P> {
         stored: &StoredDelivery,
         owner: &str,
         deadline: SystemTime,
-    ) -> Result<Settled, DbError> {
+    ) -> Result<Outcome, DbError> {
         let Some(delivery) = pipeline::delivery_of(stored) else {
             let at = Attempt {
                 source: &stored.source,
@@ -285,10 +285,8 @@ impl<P: Processor> Retention<P> {
             let finish = ledger.finish_dead(&at, TRIMMED_PAYLOAD_ERROR)
                 .await?;
             return Ok(match finish {
-                Finish::Applied => Settled::Dead {
-                    error: TRIMMED_PAYLOAD_ERROR.into(),
-                },
-                Finish::Fenced => Settled::Fenced,
+                Finish::Applied => Outcome::dead(stored.attempt, TRIMMED_PAYLOAD_ERROR.into()),
+                Finish::Fenced => Outcome::fenced(stored.attempt),
             });
         };
         pipeline::run_claimed(
@@ -534,14 +532,14 @@ impl<P: Processor> Retention<P> {
             return Err(refusal(source, delivery_id, state));
         };
         report.reclaimed += 1;
-        let settled = self.redrive(ledger, &stored, &owner, deadline).await?;
-        log_redrive(&stored, &settled);
-        report.record(&stored, &settled);
+        let outcome = self.redrive(ledger, &stored, &owner, deadline).await?;
+        log_redrive(&stored, &outcome);
+        report.record(&stored, &outcome);
         report.replay = Some(ReplayReport {
-            outcome: settled.name(),
-            error: settled.error().map(str::to_owned),
-            retry_in_secs: match settled {
-                Settled::Failed { retry_in, .. } => Some(retry_in.as_secs_f64()),
+            outcome: outcome.name(),
+            error: outcome.reason.clone(),
+            retry_in_secs: match outcome.happened {
+                Happened::Failed(retry_in) => Some(retry_in.as_secs_f64()),
                 _ => None,
             },
             source: stored.source,
@@ -616,17 +614,18 @@ fn refusal(source: &str, delivery_id: &str, state: Option<ledger::DeliveryState>
     RetentionError::ReplayRefused(format!("{key}: {why}"))
 }
 
-fn log_redrive(stored: &StoredDelivery, settled: &Settled) {
+fn log_redrive(stored: &StoredDelivery, outcome: &Outcome) {
     tracing::info!(
         source = %stored.source,
         delivery_id = %stored.delivery_id,
         attempt = stored.attempt,
-        outcome = settled.name(),
-        error = settled.error(),
+        outcome = outcome.name(),
+        error = outcome.reason.as_deref(),
         "re-driven"
     );
 }
 
+/// A retention run's owner token: marked as the retention function's in the row it holds.
 fn owner_token() -> String {
-    format!("retention-{:032x}", fastrand::u128(..))
+    format!("retention-{}", ledger::owner_token())
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookclaim::testing::{Harness, Ran};
+use hookclaim::testing::{Happened, Harness};
 use hookclaim::{Delivery, ProcessError, Processor, StoreOnly, Work};
 use lambda_http::tower::{service_fn, Service, ServiceBuilder, ServiceExt as _};
 use lambda_http::{Body, Request, Response};
@@ -173,7 +173,7 @@ async fn parameters_are_ordinary_tosql_values_borrowed_for_the_call() {
     let db = TestDb::migrated().await;
     let harness = Harness::connect(&db.url, Typed).await.unwrap();
     let d = Delivery::new("typed", "typed-1", r#"{"id":"order-1","amount":3}"#);
-    assert_eq!(harness.deliver(&d).await.unwrap(), Ran::Done);
+    assert_eq!(harness.deliver(&d).await.unwrap().happened, Happened::Done);
     let c = db.client().await;
     let r = c
         .query_one(
@@ -190,12 +190,10 @@ async fn parameters_are_ordinary_tosql_values_borrowed_for_the_call() {
 
     // A parameter of no built-in type fails the attempt before anything is sent.
     let d = Delivery::new("typed", "typed-2", r#"{"id":"order-2","unencodable":true}"#);
-    match harness.deliver(&d).await.unwrap() {
-        Ran::Failed { error, .. } => {
-            assert!(error.contains("parameter $1 of `SELECT $1`"), "{error}")
-        }
-        other => panic!("expected failed, got {other:?}"),
-    }
+    let failed = harness.deliver(&d).await.unwrap();
+    assert!(matches!(failed.happened, Happened::Failed(_)), "{failed:?}");
+    let error = failed.reason.unwrap_or_default();
+    assert!(error.contains("parameter $1 of `SELECT $1`"), "{error}");
     let n: i64 = c
         .query_one("SELECT count(*) FROM typed WHERE id = 'order-2'", &[])
         .await
@@ -236,10 +234,8 @@ async fn a_step_recorded_outside_the_transaction_is_not_repeated_by_the_redrive(
         .await
         .unwrap();
     let d = Delivery::new("crm", "step-1", "{}");
-    match harness.deliver(&d).await.unwrap() {
-        Ran::Failed { retry_in, .. } => assert_eq!(retry_in, Duration::from_secs(2)),
-        other => panic!("expected failed, got {other:?}"),
-    }
+    let failed = harness.deliver(&d).await.unwrap();
+    assert_eq!(failed.happened, Happened::Failed(Duration::from_secs(2)));
     // The step committed on its own, whatever the attempt concluded.
     let c = db.client().await;
     let detail: Option<String> = c
@@ -252,8 +248,12 @@ async fn a_step_recorded_outside_the_transaction_is_not_repeated_by_the_redrive(
         .get(0);
     assert_eq!(detail.as_deref(), Some("crm-id-1"));
     // The sender's redelivery within the two seconds finds it not due yet.
-    assert_eq!(harness.deliver(&d).await.unwrap(), Ran::RetryLater);
-    assert_eq!(harness.redrive(&d).await.unwrap(), Ran::Done);
+    let not_due = harness.deliver(&d).await.unwrap();
+    assert!(
+        matches!(not_due.happened, Happened::RetryLater(_)),
+        "{not_due:?}"
+    );
+    assert_eq!(harness.redrive(&d).await.unwrap().happened, Happened::Done);
     assert_eq!(
         calls.load(Ordering::SeqCst),
         1,

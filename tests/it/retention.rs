@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::support::licences::Licences;
 use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
 use hookclaim::ledger::{self, Attempt, Claim, Finish, Ledger};
-use hookclaim::pipeline::{self, Settled};
+use hookclaim::pipeline::{self, Happened};
 use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
 use hookclaim::work::Work;
@@ -392,8 +392,8 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     let at = first_attempt("evt_zombie", "zombie");
     let dead = ledger::finish_dead(&c, &at, "late").await.unwrap();
 
-    assert_eq!(done.unwrap(), Settled::Fenced);
-    assert_eq!(failed.unwrap(), Settled::Fenced);
+    assert_eq!(done.unwrap().happened, Happened::Fenced);
+    assert_eq!(failed.unwrap().happened, Happened::Fenced);
     assert_eq!(dead, Finish::Fenced);
     assert_eq!(snapshot(&c).await, before, "nothing changed");
     assert_eq!(licences(&c, "order-z").await, 1);
