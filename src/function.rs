@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::error::{Error, StartupError};
-use crate::observe;
+use crate::observe::{self, Telemetry};
 use crate::processor::Processor;
 use crate::retention::{self, Retention, RetentionError};
 use crate::webhook::Webhook;
@@ -15,14 +15,14 @@ use crate::webhook::Webhook;
 /// points install logging; a function of its own that builds [`Webhook`] keeps its subscriber.
 fn cold_start<P, E>(
     make: impl FnOnce(&Config) -> Result<P, E>,
+    to_stderr: bool,
 ) -> Result<(Config, P), StartupError>
 where
     StartupError: From<E>,
 {
-    observe::init_logging();
+    observe::init_logging(to_stderr);
     let config =
         Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
-    observe::set_namespace(&config.metrics_namespace);
     let processor = make(&config).map_err(StartupError::from).inspect_err(|e| {
         tracing::error!(
             error = %e,
@@ -86,7 +86,7 @@ pub async fn run_webhook_with<P: Processor, E>(
 where
     StartupError: From<E>,
 {
-    let (config, processor) = cold_start(make)?;
+    let (config, processor) = cold_start(make, false)?;
     let webhook = Webhook::from_config(&config, processor).await?;
     lambda_http::run(&webhook).await.map_err(Error::Runtime)
 }
@@ -104,7 +104,7 @@ where
         // exceed the compiler's layout query depth in a caller's `main`.
         return Box::pin(run_retention_once(make, &args)).await;
     }
-    let (config, processor) = cold_start(make)?;
+    let (config, processor) = cold_start(make, false)?;
     let retention = Retention::from_config(&config, processor).await?;
     lambda_runtime::run(&retention).await.map_err(Error::Runtime)
 }
@@ -123,15 +123,16 @@ async fn run_retention_once<P: Processor, E>(
 where
     StartupError: From<E>,
 {
-    observe::log_to_stderr();
-    let (config, processor) = cold_start(make)?;
+    let (config, processor) = cold_start(make, true)?;
     let parsed = terminal_deadline(args).and_then(|(within, args)| {
         Ok((within, retention::payload_from_args(&args)?))
     });
     let answer = match parsed {
         Ok((within, payload)) => {
             // A failed cold start fails here as it fails a function's: with the setting at fault.
-            let retention = Retention::from_config(&config, processor).await?;
+            let retention = Retention::from_config(&config, processor)
+                .await?
+                .with_telemetry(Telemetry::new(&config.metrics_namespace).on_stderr());
             retention.handle(payload, SystemTime::now() + within).await
         }
         Err(e) => Err(e),

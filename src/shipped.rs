@@ -6,6 +6,8 @@ use tokio_postgres::Transaction;
 
 use crate::config::{Config, ConfigError, ProcessorChoice};
 use crate::error::StartupError;
+#[cfg(feature = "destinations")]
+use crate::observe::Telemetry;
 #[cfg(not(all(feature = "forward", feature = "destinations")))]
 use crate::config::features::{missing as missing_part, Part};
 #[cfg(feature = "destinations")]
@@ -89,12 +91,12 @@ impl Shipped {
             }
             #[cfg(feature = "destinations")]
             ProcessorChoice::Destinations(destinations) => Shipped::Destinations(Box::new(
-                Destinations::new(destinations, std::sync::Arc::default()).map_err(|source| {
-                    ShippedError::Http {
+                Destinations::new(destinations, std::sync::Arc::default())
+                    .map_err(|source| ShippedError::Http {
                         setting: "HOOKCLAIM_DESTINATIONS",
                         source,
-                    }
-                })?,
+                    })?
+                    .with_telemetry(Telemetry::new(&config.metrics_namespace)),
             )),
             // A configuration read by `Config::from_lookup` never gets here: it refuses these
             // settings in a build without their part.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -20,7 +21,7 @@ use crate::db::{Database, DbError};
 use crate::handshake::{self, Challenge, Handshake};
 use crate::invocation;
 use crate::keys::{Keyring, Keys, KeysError};
-use crate::observe::{self, DeliveryRecord, Level};
+use crate::observe::{self, DeliveryRecord, Level, Telemetry};
 use crate::pipeline::{self, Happened, Keying, Outcome};
 use crate::environment::Environment;
 use crate::error::StartupError;
@@ -61,6 +62,7 @@ const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 pub struct Webhook<P> {
     shared: Arc<Shared<P>>,
     clock: fn() -> SystemTime,
+    telemetry: Telemetry,
 }
 
 /// What every clone of a [`Webhook`] shares: the execution environment's resources.
@@ -72,6 +74,8 @@ struct Shared<P> {
     lease_margin: Duration,
     retry: RetryPolicy,
     ready: Readiness,
+    /// Whether this environment has not answered a request yet: its first is the cold start's.
+    cold: AtomicBool,
 }
 
 impl<P> Clone for Webhook<P> {
@@ -79,6 +83,7 @@ impl<P> Clone for Webhook<P> {
         Webhook {
             shared: Arc::clone(&self.shared),
             clock: self.clock,
+            telemetry: self.telemetry.clone(),
         }
     }
 }
@@ -214,7 +219,6 @@ impl<P: Processor> Webhook<P> {
 
     /// The same from `config`.
     pub async fn from_config(config: &Config, processor: P) -> Result<Self, StartupError> {
-        crate::observe::set_namespace(&config.metrics_namespace);
         Self::assemble(config, processor)
             .await
             .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))
@@ -269,10 +273,12 @@ impl<P: Processor> Webhook<P> {
             lease_margin: config.lease_margin,
             retry: config.retry,
             ready: Readiness::new(config.database.migrate).with_owner(owner),
+            cold: AtomicBool::new(true),
         };
         Webhook {
             shared: Arc::new(shared),
             clock: SystemTime::now,
+            telemetry: Telemetry::new(&config.metrics_namespace),
         }
     }
 
@@ -283,6 +289,14 @@ impl<P: Processor> Webhook<P> {
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
         let mut ledger = Ledger::open(&self.shared.db).await;
         self.shared.ready.ensure(ledger.session(), &self.shared.processor).await
+    }
+
+    #[doc(hidden)]
+    /// Writes this handler's lines (and their metrics) as `telemetry` says: for tools and
+    /// tests, which keep them in memory.
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 
     #[cfg(feature = "internals")]
@@ -309,7 +323,8 @@ impl<P: Processor> Webhook<P> {
     /// including database trouble, is a response with the right status, and is logged.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         let started = Instant::now();
-        let correlation = observe::Correlation::of(&req, observe::take_cold_start());
+        let cold_start = self.shared.cold.swap(false, Ordering::Relaxed);
+        let correlation = observe::Correlation::of(&req, cold_start);
         let source = source_name(&req).unwrap_or_default();
         // The dimension value is a configured name or `unknown`, never what a stranger typed;
         // the requested name is still logged, capped.
@@ -320,8 +335,7 @@ impl<P: Processor> Webhook<P> {
         let exchange = self.exchange(&req, &source).await;
         let (delivery_id, event_type) = (exchange.delivery_id.clone(), exchange.event_type.clone());
         let answered = answer(exchange, (self.clock)());
-        observe::emit_text(&observe::delivery_line(
-            &DeliveryRecord {
+        let record = DeliveryRecord {
                 source: known_source,
                 requested_source,
                 delivery_id: delivery_id.as_deref(),
@@ -335,9 +349,11 @@ impl<P: Processor> Webhook<P> {
                 payload_mismatch: answered.payload_mismatch,
                 replayed_body: answered.replayed_body,
                 correlation,
-            },
-            SystemTime::now(),
-        ));
+        };
+        observe::delivery_event(&record);
+        let namespace = self.telemetry.namespace();
+        let line = observe::delivery_line(&record, namespace, SystemTime::now());
+        self.telemetry.write(&line);
         answered.response
     }
 

@@ -37,7 +37,7 @@ use run::Horizons;
 use crate::db::{Database, DbError};
 use crate::environment::Environment;
 use crate::error::StartupError;
-use crate::observe;
+use crate::observe::Telemetry;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
 use crate::ledger::{Ledger, ReplayFilter};
@@ -101,6 +101,7 @@ pub struct Retention<P> {
     retry: RetryPolicy,
     lease_margin: Duration,
     ready: Readiness,
+    telemetry: Telemetry,
 }
 
 impl<P: Processor> Retention<P> {
@@ -116,7 +117,6 @@ impl<P: Processor> Retention<P> {
 
     /// The same from `config`.
     pub async fn from_config(config: &Config, processor: P) -> Result<Self, StartupError> {
-        observe::set_namespace(&config.metrics_namespace);
         Self::assemble(config, processor)
             .await
             .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))
@@ -165,6 +165,7 @@ impl<P: Processor> Retention<P> {
             retry,
             lease_margin,
             ready: Readiness::default(),
+            telemetry: Telemetry::default(),
         }
     }
 
@@ -178,7 +179,16 @@ impl<P: Processor> Retention<P> {
             config.lease_margin,
         );
         retention.ready = Readiness::new(config.database.migrate);
+        retention.telemetry = Telemetry::new(&config.metrics_namespace);
         retention
+    }
+
+    #[doc(hidden)]
+    /// Writes the report's line as `telemetry` says (on stderr for a command run from a
+    /// terminal, in memory for tests).
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 
     #[doc(hidden)]
@@ -223,9 +233,10 @@ impl<P: Processor> Retention<P> {
         // depth in callers that wrap `handle` in further async code.
         let result = Box::pin(self.execute(&command, clock, &mut report)).await;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
-        observe::emit(&report_line(
+        self.telemetry.emit(&report_line(
             &report,
             result.as_ref().err(),
+            self.telemetry.namespace(),
             SystemTime::now(),
         ));
         result.map(|()| report)

@@ -5,10 +5,12 @@
 
 use crate::support;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookclaim::observe::Telemetry;
 use hookclaim::testing::{Happened, Harness};
 use hookclaim::{Delivery, ProcessError, Processor, StoreOnly, Work};
 use lambda_http::tower::{service_fn, Service, ServiceBuilder, ServiceExt as _};
@@ -330,4 +332,85 @@ async fn the_webhook_is_an_owned_service_inside_towers_buffer_and_a_spawned_task
     assert_eq!((status, json["status"].as_str()), (200, Some("duplicate")));
     let c = db.client().await;
     assert_eq!(row(&c, "github", "buffer-1").await.unwrap().0, "done");
+}
+
+/// Every event a subscriber of the user's own receives: its target and its fields as text.
+type Recorded = Arc<std::sync::Mutex<Vec<(String, BTreeMap<String, String>)>>>;
+
+/// A `tracing` layer of the user's own that records every event.
+struct Recorder(Recorded);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorder {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Fields(BTreeMap<String, String>);
+        impl tracing::field::Visit for Fields {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                self.0.insert(field.name().into(), value.into());
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.insert(field.name().into(), format!("{value:?}"));
+            }
+        }
+        let mut fields = Fields(BTreeMap::new());
+        event.record(&mut fields);
+        let target = event.metadata().target().to_owned();
+        self.0.lock().unwrap().push((target, fields.0));
+    }
+}
+
+#[tokio::test]
+async fn a_users_own_subscriber_sees_each_delivery_as_an_event_with_its_fields() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    let db = TestDb::migrated().await;
+    // The user's own subscriber, installed before hookclaim is built, as in their `main`.
+    let recorded = Recorded::default();
+    let subscriber = tracing_subscriber::registry().with(Recorder(recorded.clone()));
+    let _installed = tracing::subscriber::set_default(subscriber);
+    let config = support::config(&db.url, &[]);
+    let (telemetry, lines) = Telemetry::default().in_memory();
+    let hook = hookclaim::Webhook::from_config(&config, StoreOnly)
+        .await
+        .unwrap()
+        .with_telemetry(telemetry);
+
+    let body = br#"{"zen":"subscribed"}"#;
+    let resp = hook
+        .handle(github_request(Format::HttpApiV2, "sub-1", body, false))
+        .await;
+
+    assert_eq!(answer(&resp).0, 200);
+    let recorded = recorded.lock().unwrap();
+    let (_, fields) = recorded
+        .iter()
+        .find(|(target, _)| target == "hookclaim::delivery")
+        .expect("the delivery's event reached the user's subscriber");
+    for (field, value) in [
+        ("message", "delivery"),
+        ("source", "github"),
+        ("delivery_id", "sub-1"),
+        ("outcome", "processed"),
+        ("status", "200"),
+        ("attempt", "1"),
+        ("payload_mismatch", "false"),
+        ("replayed_body", "false"),
+        ("cold_start", "true"),
+    ] {
+        assert_eq!(
+            fields.get(field).map(String::as_str),
+            Some(value),
+            "{field}: {fields:?}"
+        );
+    }
+    assert!(fields.contains_key("latency_ms"), "{fields:?}");
+    // The delivery's line, with its metrics, went to the handler's writer, not to stdout.
+    let line: serde_json::Value = serde_json::from_str(lines.lock().unwrap().trim()).unwrap();
+    assert_eq!(
+        (line["delivery_id"].as_str(), line["outcome"].as_str()),
+        (Some("sub-1"), Some("processed"))
+    );
+    assert_eq!(
+        line["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+        "hookclaim"
+    );
 }

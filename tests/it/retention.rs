@@ -1004,7 +1004,7 @@ async fn every_run_reports_how_long_the_oldest_waiting_work_has_waited() {
         (300.0..400.0).contains(&waiting.due_retry_secs),
         "{waiting:?}"
     );
-    let line = hookclaim::retention::report_line(&report, None, SystemTime::now());
+    let line = hookclaim::retention::report_line(&report, None, "hookclaim", SystemTime::now());
     assert!(line["oldest_expired_lease_age_secs"].as_f64().unwrap() >= 600.0);
     assert!(line["oldest_due_retry_age_secs"].as_f64().unwrap() >= 300.0);
     assert_eq!(
