@@ -12,7 +12,6 @@
 //! Powertools functions work on it unchanged.
 
 use std::borrow::Cow;
-use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -92,16 +91,12 @@ impl Telemetry {
     }
 
     /// Writes an already serialised line (ending in a newline) in one write, under the stream's
-    /// lock, so lines from concurrent tasks never interleave.
+    /// lock, so lines from concurrent tasks never interleave. (`print!` rather than a raw write,
+    /// so test harnesses capture it.)
     pub fn write(&self, line: &str) {
         match &self.sink {
-            // A closed stream loses the line; the answer still goes out.
-            Sink::Stdout => {
-                let _ = std::io::stdout().lock().write_all(line.as_bytes());
-            }
-            Sink::Stderr => {
-                let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            }
+            Sink::Stdout => print!("{line}"),
+            Sink::Stderr => eprint!("{line}"),
             Sink::Memory(lines) => {
                 if let Ok(mut lines) = lines.lock() {
                     lines.push_str(line);
