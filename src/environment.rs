@@ -1,37 +1,18 @@
-//! Cold start: builds an execution environment's shared resources (database, secrets cache,
-//! handler state) from the configuration, once, before the runtime loop starts.
+//! Cold start's resources: the webhook secrets, the database and the schema owner's database,
+//! built from the configuration once per execution environment, with one AWS configuration
+//! shared between them. Neutral: the webhook and retention functions assemble themselves from
+//! these ([`crate::Webhook::from_config`], [`crate::Retention::from_config`]).
 
 use std::sync::Arc;
 
 #[cfg(any(feature = "secrets-manager", feature = "rds-iam"))]
 use crate::aws::Aws;
 use crate::config::{Config, ConfigError, DatabaseFrom, SecretsFrom};
+use crate::error::StartupError;
 #[cfg(not(all(feature = "secrets-manager", feature = "rds-iam")))]
 use crate::config::features::{missing as missing_part, Part};
-use crate::db::{Credentials, Database, DbError};
+use crate::db::{Credentials, Database};
 use crate::keys::Keys;
-use crate::processor::Processor;
-use crate::webhook::Webhook;
-
-/// Why an execution environment could not be set up. Stops the cold start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    /// A setting is missing or invalid.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The database settings cannot work (e.g. an unreadable CA bundle).
-    #[error(transparent)]
-    Database(#[from] DbError),
-    /// A database credentials secret could not be read or parsed.
-    #[cfg(feature = "secrets-manager")]
-    #[error("{setting}: {why}")]
-    DatabaseSecret {
-        /// The setting naming the secret.
-        setting: &'static str,
-        /// What went wrong.
-        why: String,
-    },
-}
 
 /// The execution environment's one AWS configuration, shared by the webhook secrets and the
 /// database login (made on first use); a build with neither Secrets Manager nor RDS IAM
@@ -52,25 +33,48 @@ fn shared_aws() -> SharedAws {
     SharedAws
 }
 
-/// Logging, configuration and the processor: what both functions do first.
-pub(crate) fn cold_start<P>(make: impl FnOnce(&Config) -> Result<P, crate::Error>) -> Result<(Config, P), crate::Error> {
-    crate::observe::init_logging();
-    let config =
-        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
-    crate::observe::set_namespace(&config.metrics_namespace);
-    let processor =
-        make(&config).inspect_err(|e| tracing::error!(error = %e, "processor not built"))?;
-    Ok((config, processor))
-}
-
 /// The environment's database: the login from `DATABASE_URL` or from the RDS-format secret
 /// (read now, once), with `DATABASE_HOST`/`DATABASE_PORT`/`DATABASE_NAME` applied over it, or
 /// an RDS IAM token for the user, host and port those name. A login that lacks a piece (an
 /// RDS-managed secret without `DATABASE_HOST`) stops the cold start naming the setting. Does
-/// not connect; the first use does. For tools and tests: the functions build theirs with
-/// [`webhook`] and [`retention`].
+/// not connect; the first use does. For tools and tests: the functions build theirs from an
+/// [`Environment`].
 pub async fn database(config: &Config) -> Result<Database, StartupError> {
-    database_with(config, &shared_aws()).await
+    Environment::new().database(config).await
+}
+
+/// One execution environment's cold start: its resources, each built once from the
+/// configuration, sharing one AWS configuration (made on first use).
+pub struct Environment {
+    aws: SharedAws,
+}
+
+impl Default for Environment {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Environment {
+    /// An environment that has built nothing yet; making it calls nothing.
+    pub fn new() -> Self {
+        Environment { aws: shared_aws() }
+    }
+
+    /// The webhook secrets from `HOOKCLAIM_SECRETS` or Secrets Manager (read on first use).
+    pub fn keys(&self, config: &Config) -> Result<Keys, StartupError> {
+        keys(config, config.require_secrets()?, &self.aws)
+    }
+
+    /// The application role's database (see [`database`]).
+    pub async fn database(&self, config: &Config) -> Result<Database, StartupError> {
+        database_with(config, &self.aws).await
+    }
+
+    /// The schema owner's database, when the configuration names its login.
+    pub async fn owner(&self, config: &Config) -> Result<Option<Database>, StartupError> {
+        owner_database(config, &self.aws).await
+    }
 }
 
 async fn database_with(config: &Config, aws: &SharedAws) -> Result<Database, StartupError> {
@@ -158,7 +162,7 @@ async fn secret_login(
     .await
     .map_err(|e| match e {
         SecretLoginError::Unreadable { setting, why } => {
-            StartupError::DatabaseSecret { setting, why }
+            StartupError::Secrets { setting, why }
         }
         SecretLoginError::Incomplete(setting) => StartupError::Config(setting),
     })?;
@@ -215,57 +219,4 @@ fn keys(config: &Config, from: &SecretsFrom, aws: &SharedAws) -> Result<Keys, St
             return Err(missing_part("HOOKCLAIM_SECRETS_ARN", Part::SecretsManager).into())
         }
     })
-}
-
-/// The webhook function's state. Reads the webhook secrets, connects and brings the schema up to
-/// date now, so the first delivery does not pay for it; what fails (an unreachable database or
-/// Secrets Manager) is logged and left to the first delivery, which answers 503 until it works.
-pub async fn webhook<P: Processor>(
-    config: &Config,
-    processor: P,
-) -> Result<Webhook<P>, StartupError> {
-    let secrets = config.require_secrets()?;
-    processor.start().await;
-    let aws = shared_aws();
-    let keys = keys(config, secrets, &aws)?;
-    let db = database_with(config, &aws).await?;
-    let owner = owner_database(config, &aws).await?;
-    let webhook = Webhook::new(config, keys, db, processor).with_owner(owner);
-    match webhook.keys().current().await {
-        Ok(ring) => {
-            for source in ring.sources_without_secrets() {
-                tracing::warn!(
-                    source,
-                    "no webhook secret configured for this source: its deliveries answer 401"
-                );
-            }
-        }
-        Err(e) => tracing::warn!(
-            error = %e,
-            "webhook secrets not loaded at cold start; will retry on first delivery"
-        ),
-    }
-    if let Err(e) = webhook.ensure_ready().await {
-        tracing::warn!(error = %e, "database not ready at cold start; will retry on first delivery");
-    }
-    Ok(webhook)
-}
-
-/// The retention function's state. Tries to connect, bring the schema up to date and run the
-/// processor's setup now (as the owner, when its login is configured); if the database is not
-/// reachable yet, that is logged and left to the first invocation.
-pub async fn retention<P: Processor>(
-    config: &Config,
-    processor: P,
-) -> Result<crate::retention::Retention<P>, StartupError> {
-    let aws = shared_aws();
-    let db = database_with(config, &aws).await?;
-    let owner = owner_database(config, &aws).await?;
-    processor.start().await;
-    let retention =
-        crate::retention::Retention::with_parts(config, db, processor).with_owner(owner);
-    if let Err(e) = retention.ensure_ready().await {
-        tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");
-    }
-    Ok(retention)
 }

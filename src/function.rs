@@ -5,15 +5,34 @@
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
+use crate::error::{Error, StartupError};
+use crate::observe::{self, Telemetry};
 use crate::processor::Processor;
-use crate::environment::{self, cold_start};
-use crate::retention::{self, Retention, RetentionError};
+use crate::retention::{self, Progress, Retention, RetentionError};
 use crate::webhook::Webhook;
-use crate::observe;
 
-/// Why a function stopped: a cold start that failed (a bad setting, an unreadable CA bundle…)
-/// or the runtime loop ending. The message names the setting at fault.
-pub type Error = lambda_runtime::Error;
+/// Logging, configuration and the processor: what both functions do first. Only the entry
+/// points install logging; a function of its own that builds [`Webhook`] keeps its subscriber.
+fn cold_start<P, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
+    to_stderr: bool,
+) -> Result<(Config, P), StartupError>
+where
+    StartupError: From<E>,
+{
+    observe::init_logging(to_stderr);
+    let config =
+        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
+    let processor = make(&config).map_err(StartupError::from).inspect_err(|e| {
+        tracing::error!(
+            error = %e,
+            error_type = e.error_type(),
+            setting = e.setting(),
+            "processor not built"
+        )
+    })?;
+    Ok((config, processor))
+}
 
 /// Runs the webhook function with `processor`: verify, claim, process, answer.
 ///
@@ -25,7 +44,7 @@ pub type Error = lambda_runtime::Error;
 /// }
 /// ```
 pub async fn run_webhook<P: Processor>(processor: P) -> Result<(), Error> {
-    run_webhook_with(|_| Ok(processor)).await
+    run_webhook_with(|_| Ok::<_, StartupError>(processor)).await
 }
 
 /// Runs the retention function with `processor`, which must be the webhook function's: re-drives
@@ -39,30 +58,55 @@ pub async fn run_webhook<P: Processor>(processor: P) -> Result<(), Error> {
 /// The report is printed on stdout, logs go to stderr, and an error is printed as Lambda
 /// returns it (`errorType`, `errorMessage`) and ends the process with a failure status.
 pub async fn run_retention<P: Processor>(processor: P) -> Result<(), Error> {
-    run_retention_with(|_| Ok(processor)).await
+    run_retention_with(|_| Ok::<_, StartupError>(processor)).await
 }
 
 /// Like [`run_webhook`], with the processor made from the configuration, for processors that
-/// need settings (the shipped binaries use [`crate::Shipped::from_config`]).
-pub async fn run_webhook_with<P: Processor>(
-    make: impl FnOnce(&Config) -> Result<P, Error>,
-) -> Result<(), Error> {
-    let (config, processor) = cold_start(make)?;
+/// need settings (the shipped binaries use [`crate::Shipped::from_config`]). `make` fails with
+/// anything a [`StartupError`] is made from: [`StartupError::processor`] for a setting of the
+/// processor's own, which stops the cold start naming it (`errorType` `hookclaim.Processor`).
+///
+/// ```no_run
+/// use hookclaim::{StartupError, StoreOnly};
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), hookclaim::Error> {
+///     hookclaim::run_webhook_with(|_config| {
+///         let url = std::env::var("ORDERS_API_URL")
+///             .map_err(|e| StartupError::processor("ORDERS_API_URL", e))?;
+///         # let _ = url;
+///         Ok::<_, StartupError>(StoreOnly)
+///     })
+///     .await
+/// }
+/// ```
+pub async fn run_webhook_with<P: Processor, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
+) -> Result<(), Error>
+where
+    StartupError: From<E>,
+{
+    let (config, processor) = cold_start(make, false)?;
     let webhook = Webhook::from_config(&config, processor).await?;
-    lambda_http::run(&webhook).await
+    lambda_http::run(&webhook).await.map_err(Error::Runtime)
 }
 
 /// Like [`run_retention`], with the processor made from the configuration.
-pub async fn run_retention_with<P: Processor>(
-    make: impl FnOnce(&Config) -> Result<P, Error>,
-) -> Result<(), Error> {
+pub async fn run_retention_with<P: Processor, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
+) -> Result<(), Error>
+where
+    StartupError: From<E>,
+{
     if std::env::var_os(RUNTIME_API).is_none() {
         let args: Vec<String> = std::env::args().skip(1).collect();
-        return run_retention_once(make, &args).await;
+        // Boxed, as `Retention::handle` boxes its commands: their futures nest deep enough to
+        // exceed the compiler's layout query depth in a caller's `main`.
+        return Box::pin(run_retention_once(make, &args)).await;
     }
-    let (config, processor) = cold_start(make)?;
+    let (config, processor) = cold_start(make, false)?;
     let retention = Retention::from_config(&config, processor).await?;
-    lambda_runtime::run(&retention).await
+    lambda_runtime::run(&retention).await.map_err(Error::Runtime)
 }
 
 /// Set by Lambda (and by emulators) for the runtime loop; a terminal has no such thing.
@@ -72,29 +116,32 @@ const RUNTIME_API: &str = "AWS_LAMBDA_RUNTIME_API";
 const TERMINAL_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The retention function's command from a terminal: one invocation's work, answered on stdout.
-async fn run_retention_once<P: Processor>(
-    make: impl FnOnce(&Config) -> Result<P, Error>,
+async fn run_retention_once<P: Processor, E>(
+    make: impl FnOnce(&Config) -> Result<P, E>,
     args: &[String],
-) -> Result<(), Error> {
-    observe::log_to_stderr();
-    let (config, processor) = cold_start(make)?;
+) -> Result<(), Error>
+where
+    StartupError: From<E>,
+{
+    let (config, processor) = cold_start(make, true)?;
     let parsed = terminal_deadline(args).and_then(|(within, args)| {
         Ok((within, retention::payload_from_args(&args)?))
     });
     let answer = match parsed {
         Ok((within, payload)) => {
             // A failed cold start fails here as it fails a function's: with the setting at fault.
-            let retention = environment::retention(&config, processor)
-                .await
-                .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?
-                .with_progress(retention::Progress::on_stderr());
+            let retention = Retention::from_config(&config, processor)
+                .await?
+                .with_telemetry(Telemetry::new(&config.metrics_namespace).on_stderr())
+                .with_progress(Progress::on_stderr());
             retention.handle(payload, SystemTime::now() + within).await
         }
         Err(e) => Err(e),
     };
     match answer {
         Ok(report) => {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            let report = serde_json::to_string_pretty(&report).map_err(|e| Error::Runtime(e.into()))?;
+            println!("{report}");
             Ok(())
         }
         Err(e) => {
@@ -103,8 +150,8 @@ async fn run_retention_once<P: Processor>(
                 "errorType": diagnostic.error_type,
                 "errorMessage": diagnostic.error_message,
             });
-            println!("{}", serde_json::to_string_pretty(&answer)?);
-            Err(diagnostic.error_message.into())
+            println!("{answer:#}");
+            Err(Error::Runtime(diagnostic.error_message.into()))
         }
     }
 }

@@ -95,10 +95,13 @@ internal_modules!(
     #[cfg(feature = "destinations")]
     destinations,
     environment,
+    error,
     #[cfg(feature = "forward")]
     forward,
     function,
     invocation,
+    #[cfg(feature = "forward")]
+    keyed,
     keys,
     ledger,
     observe,
@@ -117,13 +120,14 @@ pub mod testing;
 pub use config::{Config, ConfigError};
 #[cfg(feature = "destinations")]
 pub use destinations::Destinations;
+pub use error::{Error, StartupError};
 #[cfg(feature = "forward")]
-pub use forward::{ForwardConflict, Forwarder};
-pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with, Error};
+pub use forward::{ClientError, ForwardConflict, Forwarder};
+pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with};
 pub use hookclaim_verify::{Secret, SecretFormat};
 pub use processor::{idempotency_key, BoxError, Delivery, ProcessError, Processor, StoreOnly};
 pub use retention::Retention;
-pub use shipped::Shipped;
+pub use shipped::{Shipped, ShippedError};
 pub use webhook::Webhook;
 pub use work::{Work, WorkError};
 

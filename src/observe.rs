@@ -1,4 +1,8 @@
-//! Structured logs and CloudWatch Embedded Metric Format (EMF) lines.
+//! Structured logs and CloudWatch Embedded Metric Format (EMF) lines, as values: a function
+//! holds its [`Telemetry`] (the metrics' namespace and where lines go), and nothing here is
+//! process state. Logging (a `tracing` subscriber) is installed only by the `run_*` entry
+//! points ([`init_logging`]); a function of the user's own keeps theirs, and sees each
+//! delivery as a `tracing` event ([`delivery_event`]) with the line's fields.
 //!
 //! Each delivery produces exactly one JSON line on stdout that is both its log record (source,
 //! delivery id, event type, outcome, attempt, latency) and an EMF document, so CloudWatch counts
@@ -8,32 +12,98 @@
 //! Powertools functions work on it unchanged.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
 /// The CloudWatch namespace of the metrics when `HOOKCLAIM_METRICS_NAMESPACE` is not set.
 pub const DEFAULT_NAMESPACE: &str = "hookclaim";
 
-/// The namespace every metric of this process is written under, set once at cold start.
-static NAMESPACE: OnceLock<String> = OnceLock::new();
+/// The `tracing` target of each delivery's event ([`delivery_event`]). The entry points'
+/// subscriber leaves it out: the delivery's line is written by its [`Telemetry`].
+pub const DELIVERY_TARGET: &str = "hookclaim::delivery";
 
-/// Sets the namespace of every metric this process writes from now on: the configuration's
-/// `HOOKCLAIM_METRICS_NAMESPACE`, set at cold start before any line is written. Like the log
-/// format, it is the process's: an execution environment runs one function with one
-/// configuration. A second call changes nothing.
-pub fn set_namespace(namespace: &str) {
-    let _ = NAMESPACE.set(namespace.to_owned());
+/// A function's telemetry: the namespace its metrics are written under
+/// (`HOOKCLAIM_METRICS_NAMESPACE`) and where its lines go. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Telemetry {
+    namespace: Arc<str>,
+    sink: Sink,
 }
 
-/// The namespace metrics are written under: the one set at cold start, else
-/// [`DEFAULT_NAMESPACE`] (a process that never read a configuration, as a test's).
-pub fn namespace() -> &'static str {
-    NAMESPACE.get().map_or(DEFAULT_NAMESPACE, String::as_str)
+/// Where lines go.
+#[derive(Debug, Clone)]
+enum Sink {
+    Stdout,
+    /// A command run from a terminal, whose stdout is for the command's answer.
+    Stderr,
+    /// Kept in memory, for tests.
+    Memory(Arc<Mutex<String>>),
+}
+
+impl Default for Telemetry {
+    /// [`DEFAULT_NAMESPACE`], lines on stdout.
+    fn default() -> Self {
+        Telemetry::new(DEFAULT_NAMESPACE)
+    }
+}
+
+impl Telemetry {
+    /// Lines on stdout, metrics under `namespace`.
+    pub fn new(namespace: &str) -> Self {
+        Telemetry {
+            namespace: namespace.into(),
+            sink: Sink::Stdout,
+        }
+    }
+
+    /// The same, with lines on stderr.
+    pub fn on_stderr(self) -> Self {
+        Telemetry {
+            sink: Sink::Stderr,
+            ..self
+        }
+    }
+
+    /// The same, with lines kept in memory, in the text returned: for tests.
+    pub fn in_memory(self) -> (Self, Arc<Mutex<String>>) {
+        let lines = Arc::new(Mutex::new(String::new()));
+        let telemetry = Telemetry {
+            sink: Sink::Memory(lines.clone()),
+            ..self
+        };
+        (telemetry, lines)
+    }
+
+    /// The namespace metrics are written under.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Writes one JSON line.
+    pub fn emit(&self, line: &Value) {
+        let mut text = line.to_string();
+        text.push('\n');
+        self.write(&text);
+    }
+
+    /// Writes an already serialised line (ending in a newline) in one write, under the stream's
+    /// lock, so lines from concurrent tasks never interleave. (`print!` rather than a raw write,
+    /// so test harnesses capture it.)
+    pub fn write(&self, line: &str) {
+        match &self.sink {
+            Sink::Stdout => print!("{line}"),
+            Sink::Stderr => eprint!("{line}"),
+            Sink::Memory(lines) => {
+                if let Ok(mut lines) = lines.lock() {
+                    lines.push_str(line);
+                }
+            }
+        }
+    }
 }
 
 /// Checks a namespace against CloudWatch's rules: 1 to 255 characters, each a letter, a digit,
@@ -86,15 +156,6 @@ pub const MAX_CORRELATION_ID: usize = 128;
 /// bytes; control characters are replaced before they could take six).
 pub const MAX_DELIVERY_LINE: usize = 4096;
 
-/// Whether this process has not answered an invocation yet (see [`take_cold_start`]).
-static COLD: AtomicBool = AtomicBool::new(true);
-
-/// True for the first call in this process, false after: Lambda runs one execution environment
-/// per process, so the first invocation it answers is the cold start's.
-pub fn take_cold_start() -> bool {
-    COLD.swap(false, Ordering::Relaxed)
-}
-
 /// What ties a delivery's line to its invocation and request, under Powertools' key names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Correlation<'a> {
@@ -110,7 +171,7 @@ pub struct Correlation<'a> {
 
 impl<'a> Correlation<'a> {
     /// The keys of `req`, an event the Lambda runtime delivered (none for a request built by
-    /// hand); `cold_start` from [`take_cold_start`].
+    /// hand); `cold_start` when it is the environment's first.
     pub fn of(req: &'a lambda_http::Request, cold_start: bool) -> Self {
         use lambda_http::request::RequestContext;
         use lambda_http::RequestExt;
@@ -140,19 +201,12 @@ fn trace_root(header: &str) -> Option<&str> {
     (!root.is_empty()).then_some(root)
 }
 
-/// Whether lines go to stderr instead of stdout (see [`log_to_stderr`]).
-static TO_STDERR: AtomicBool = AtomicBool::new(false);
-
-/// Sends every log line to stderr from now on, for a command run from a terminal, whose stdout
-/// is for the command's answer. Call before [`init_logging`].
-pub fn log_to_stderr() {
-    TO_STDERR.store(true, Ordering::Relaxed);
-}
-
-/// Sets up JSON logging for `tracing`: level from `AWS_LAMBDA_LOG_LEVEL` (set by Lambda's
-/// logging configuration) or `RUST_LOG`, default `info`. A setting it cannot read logs at
-/// `info` and says so in a warning line.
-pub fn init_logging() {
+/// Sets up JSON logging for `tracing`, on stdout or, for a command run from a terminal (whose
+/// stdout is for the command's answer), on stderr: level from `AWS_LAMBDA_LOG_LEVEL` (set by
+/// Lambda's logging configuration) or `RUST_LOG`, default `info`. A setting it cannot read logs
+/// at `info` and says so in a warning line. Each delivery's event is left out: its line, with
+/// the same fields and the metrics, is the function's [`Telemetry`]'s.
+pub fn init_logging(to_stderr: bool) {
     use tracing_subscriber::prelude::*;
 
     let setting = std::env::var("AWS_LAMBDA_LOG_LEVEL")
@@ -169,8 +223,9 @@ pub fn init_logging() {
         .with_span_list(false)
         .with_target(false)
         .with_ansi(false);
+    let filter = filter.with_target(DELIVERY_TARGET, LevelFilter::OFF);
     let registry = tracing_subscriber::registry().with(filter);
-    let _ = if TO_STDERR.load(Ordering::Relaxed) {
+    let _ = if to_stderr {
         registry.with(logs.with_writer(std::io::stderr)).try_init()
     } else {
         registry.with(logs).try_init()
@@ -275,7 +330,7 @@ pub struct DeliveryRecord<'a> {
 /// `replayed_bodies` by source alone (whatever the outcome, a body that is not the stored one is
 /// worth a look). Serialised straight from borrowed fields: it runs once per delivery. At most
 /// [`MAX_DELIVERY_LINE`] bytes.
-pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
+pub fn delivery_line(r: &DeliveryRecord<'_>, namespace: &str, now: SystemTime) -> String {
     const COUNTS: [Metric; 2] = [
         Metric::new("deliveries", "Count"),
         Metric::new("latency_ms", "Milliseconds"),
@@ -290,12 +345,12 @@ pub fn delivery_line(r: &DeliveryRecord<'_>, now: SystemTime) -> String {
     };
     let directives = [
         Directive {
-            namespace: namespace(),
+            namespace,
             dimensions: &[&["source", "outcome"], &["outcome"]],
             metrics: &COUNTS,
         },
         Directive {
-            namespace: namespace(),
+            namespace,
             dimensions: &[&["source"]],
             metrics: flagged,
         },
@@ -402,20 +457,22 @@ struct Emf<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
 struct Directive<'a> {
-    namespace: &'static str,
+    namespace: &'a str,
     dimensions: &'a [&'a [&'a str]],
     metrics: &'a [Metric],
 }
 
-#[derive(Serialize)]
+/// One metric an EMF document declares: its name (a field of the line) and unit.
+#[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "PascalCase")]
-struct Metric {
+pub struct Metric {
     name: &'static str,
     unit: &'static str,
 }
 
 impl Metric {
-    const fn new(name: &'static str, unit: &'static str) -> Self {
+    /// The metric `name`, counted in `unit` (`Count`, `Milliseconds`, `Seconds`…).
+    pub const fn new(name: &'static str, unit: &'static str) -> Self {
         Metric { name, unit }
     }
 }
@@ -426,48 +483,75 @@ fn millis(now: SystemTime) -> u64 {
         .as_millis() as u64
 }
 
-/// The `_aws` block of an EMF document with the given dimension set and metric definitions.
-pub fn emf_block(now: SystemTime, dimensions: &[&str], metrics: Vec<Value>) -> Value {
-    emf_block_with_sets(now, &[dimensions], metrics)
-}
-
-/// The `_aws` block of an EMF document whose metrics are counted under each of the given
-/// dimension sets (an empty set counts them without dimensions, over everything).
-pub fn emf_block_with_sets(
+/// The `_aws` block of an EMF document whose `metrics` are counted under `namespace` and each
+/// of the given dimension sets (an empty set counts them without dimensions, over everything):
+/// the same typed document the delivery line carries, for lines built as JSON values.
+pub fn emf_block(
     now: SystemTime,
+    namespace: &str,
     dimension_sets: &[&[&str]],
-    metrics: Vec<Value>,
+    metrics: &[Metric],
 ) -> Value {
-    json!({
-        "Timestamp": millis(now),
-        "CloudWatchMetrics": [{
-            "Namespace": namespace(),
-            "Dimensions": dimension_sets,
-            "Metrics": metrics,
-        }]
-    })
+    let directive = [Directive {
+        namespace,
+        dimensions: dimension_sets,
+        metrics,
+    }];
+    let emf = Emf {
+        timestamp: millis(now),
+        cloud_watch_metrics: &directive,
+    };
+    serde_json::to_value(&emf).unwrap_or(Value::Null)
 }
 
-/// Writes one JSON line to stdout under the stdout lock, so lines from concurrent tasks never
-/// interleave. (`print!` rather than a raw write, so test harnesses capture it.)
-pub fn emit(line: &Value) {
-    let mut text = line.to_string();
-    text.push('\n');
-    emit_text(&text);
-}
-
-/// Writes an already serialised line (ending in a newline), like [`emit`].
-pub fn emit_text(line: &str) {
-    if TO_STDERR.load(Ordering::Relaxed) {
-        eprint!("{line}");
-    } else {
-        print!("{line}");
+/// Each delivery as a `tracing` event (target [`DELIVERY_TARGET`], at the line's level) with
+/// the delivery line's fields, request-derived ones capped as there: what a subscriber of the
+/// user's own sees of it.
+pub fn delivery_event(r: &DeliveryRecord<'_>) {
+    let requested_source = r.requested_source.map(|s| capped(s, MAX_REQUESTED_SOURCE));
+    let delivery_id = r.delivery_id.map(|s| capped(s, MAX_DELIVERY_ID));
+    let event_type = r.event_type.map(|s| capped(s, MAX_EVENT_TYPE));
+    let reason = r.reason.map(|s| capped(s, MAX_REASON));
+    let latency_ms = (r.latency.as_secs_f64() * 1e6).round() / 1e3;
+    let c = &r.correlation;
+    let request_id = c.function_request_id.map(|s| capped(s, MAX_CORRELATION_ID));
+    let trace_id = c.xray_trace_id.map(|s| capped(s, MAX_CORRELATION_ID));
+    let correlation_id = c.correlation_id.map(|s| capped(s, MAX_CORRELATION_ID));
+    macro_rules! event {
+        ($level:expr) => {
+            tracing::event!(
+                target: DELIVERY_TARGET,
+                $level,
+                source = r.source,
+                requested_source = requested_source.as_deref(),
+                delivery_id = delivery_id.as_deref(),
+                event_type = event_type.as_deref(),
+                outcome = r.outcome,
+                status = r.status,
+                attempt = r.attempt,
+                latency_ms,
+                reason = reason.as_deref(),
+                payload_mismatch = r.payload_mismatch,
+                replayed_body = r.replayed_body,
+                function_request_id = request_id.as_deref(),
+                xray_trace_id = trace_id.as_deref(),
+                correlation_id = correlation_id.as_deref(),
+                cold_start = c.cold_start,
+                "delivery"
+            )
+        };
+    }
+    match r.level {
+        Level::Info => event!(tracing::Level::INFO),
+        Level::Warn => event!(tracing::Level::WARN),
+        Level::Error => event!(tracing::Level::ERROR),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn log_level_settings_of_lambda_and_rust_log_are_read_and_bad_ones_refused() {
@@ -507,7 +591,7 @@ mod tests {
                 cold_start: true,
             },
         };
-        let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(10));
+        let line = delivery_line(&r, DEFAULT_NAMESPACE, UNIX_EPOCH + Duration::from_secs(10));
         assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
         let v: Value = serde_json::from_str(&line).unwrap();
         let cw = &v["_aws"]["CloudWatchMetrics"][0];
@@ -585,7 +669,7 @@ mod tests {
             replayed_body: false,
             correlation: Correlation::default(),
         };
-        let v: Value = serde_json::from_str(&delivery_line(&r, UNIX_EPOCH)).unwrap();
+        let v: Value = serde_json::from_str(&delivery_line(&r, DEFAULT_NAMESPACE, UNIX_EPOCH)).unwrap();
         assert_eq!(v["reason"], Value::Null);
         assert_eq!(v["payload_mismatches"], 1);
         assert!(v.get("replayed_bodies").is_none());
@@ -612,7 +696,7 @@ mod tests {
             replayed_body: true,
             correlation: Correlation::default(),
         };
-        let v: Value = serde_json::from_str(&delivery_line(&r, UNIX_EPOCH)).unwrap();
+        let v: Value = serde_json::from_str(&delivery_line(&r, DEFAULT_NAMESPACE, UNIX_EPOCH)).unwrap();
         assert_eq!(v["replayed_bodies"], 1);
         let cw = &v["_aws"]["CloudWatchMetrics"];
         assert_eq!(cw[1]["Dimensions"], json!([["source"]]));
@@ -644,7 +728,7 @@ mod tests {
                 cold_start: false,
             },
         };
-        let line = delivery_line(&r, UNIX_EPOCH + Duration::from_secs(u32::MAX as u64));
+        let line = delivery_line(&r, DEFAULT_NAMESPACE, UNIX_EPOCH + Duration::from_secs(u32::MAX as u64));
         assert!(line.len() <= MAX_DELIVERY_LINE, "{} bytes", line.len());
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["source"], UNKNOWN_SOURCE);

@@ -6,55 +6,156 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt as _;
+use sha2::{Digest, Sha256};
 
 use crate::config::RetryPolicy;
-use crate::db::{classify, is_connection_error, DbError, Session};
+use crate::db::{classify, is_connection_error, DbError};
 use crate::invocation;
-use crate::processor::{is_store_only, Delivery, ProcessError, Processor, Retry};
-use crate::ledger::{self, Attempt, Claim, Claimant, Finish, NewDelivery, StoredDelivery};
+use crate::ledger::{Attempt, Claim, Claimant, Finish, Ledger, NewDelivery, StoredDelivery};
+use crate::processor::{Delivery, ProcessError, Processor, Retry};
+use crate::verify::IdOrigin;
 use crate::work::{Work, WorkError};
 
-/// How a claimed delivery ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Settled {
-    /// Processed and recorded as done.
+/// What became of one delivery: the one value each boundary maps. The webhook function turns it
+/// into its answer and its log line, the test harness returns it, the retention run reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// What happened.
+    pub happened: Happened,
+    /// The attempt this invocation held, when it won the claim.
+    pub attempt: Option<i32>,
+    /// Why it did not end done (the error recorded), or what else is worth knowing about it.
+    pub reason: Option<String>,
+    /// The request's body was not the one stored under its key: a duplicate or redelivery with
+    /// another body, or a takeover that ran the stored one.
+    pub payload_mismatch: bool,
+    /// The replay guard found this body stored under another delivery id and answered from
+    /// that delivery; nothing was claimed or run.
+    pub replayed_body: bool,
+}
+
+/// What happened to a delivery, as the sender is answered and the ledger records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Happened {
+    /// Processed now and recorded done (a store-only claim stores it done itself).
     Done,
-    /// Failed; recorded as failed, due again after the delay.
-    Failed {
-        /// Why it failed.
-        error: String,
-        /// When the next attempt becomes due.
-        retry_in: Duration,
-    },
-    /// Failed permanently or ran out of attempts; recorded as dead.
-    Dead {
-        /// Why it was given up.
-        error: String,
-    },
+    /// Already done or dead: nothing ran.
+    Duplicate,
+    /// Another invocation holds it: a committed claim under a live lease. Nothing ran.
+    InProgress,
+    /// Another transaction holds the row's lock (a takeover or a finish not yet committed), or
+    /// the row was no longer held when its stored body was read: nothing committed to answer
+    /// from yet.
+    Busy,
+    /// A failed delivery whose next attempt is due at this time (or due, but not this
+    /// request's to take): nothing ran.
+    RetryLater(SystemTime),
+    /// Processing failed and is recorded failed, due again after this.
+    Failed(Duration),
+    /// Failed permanently, ran out of attempts, or every attempt died before it finished:
+    /// recorded dead.
+    Dead,
     /// Another attempt took the delivery over while this one ran: this one's work was rolled
     /// back and nothing it concluded was recorded.
     Fenced,
 }
 
-impl Settled {
-    /// The outcome's name in logs and reports: `done`, `failed`, `dead` or `fenced`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Settled::Done => "done",
-            Settled::Failed { .. } => "failed",
-            Settled::Dead { .. } => "dead",
-            Settled::Fenced => "fenced",
+impl Outcome {
+    fn of(happened: Happened) -> Self {
+        Outcome {
+            happened,
+            attempt: None,
+            reason: None,
+            payload_mismatch: false,
+            replayed_body: false,
         }
     }
 
-    /// Why it did not end done, where there is a reason.
-    pub fn error(&self) -> Option<&str> {
-        match self {
-            Settled::Failed { error, .. } | Settled::Dead { error } => Some(error),
-            Settled::Done | Settled::Fenced => None,
+    /// A delivery made dead at `attempt` without running, for `error`: its payload was
+    /// trimmed, or its attempts kept dying before they could record anything.
+    pub fn dead(attempt: i32, error: String) -> Self {
+        Outcome {
+            attempt: Some(attempt),
+            reason: Some(error),
+            ..Outcome::of(Happened::Dead)
+        }
+    }
+
+    /// An attempt at `attempt` whose finish was fenced: another attempt holds the row.
+    pub fn fenced(attempt: i32) -> Self {
+        Outcome {
+            attempt: Some(attempt),
+            ..Outcome::of(Happened::Fenced)
+        }
+    }
+
+    /// The outcome's name in the retention report and its logs: `done`, `duplicate`,
+    /// `in_progress`, `busy`, `retry_later`, `failed`, `dead` or `fenced`.
+    pub fn name(&self) -> &'static str {
+        match self.happened {
+            Happened::Done => "done",
+            Happened::Duplicate => "duplicate",
+            Happened::InProgress => "in_progress",
+            Happened::Busy => "busy",
+            Happened::RetryLater(_) => "retry_later",
+            Happened::Failed(_) => "failed",
+            Happened::Dead => "dead",
+            Happened::Fenced => "fenced",
+        }
+    }
+
+    /// The outcome of a claim this invocation does not run: a duplicate, a delivery another
+    /// invocation or transaction holds, one not due again yet, or given up on.
+    fn of_claim(claim: Claim) -> Self {
+        let mismatch = |mut outcome: Outcome, same_payload: bool, why: &str| {
+            if !same_payload {
+                outcome.payload_mismatch = true;
+                outcome.reason = Some(why.into());
+            }
+            outcome
+        };
+        match claim {
+            // A claim this invocation won is run; it never comes here.
+            Claim::Claimed { attempt, .. } => Outcome {
+                attempt: Some(attempt),
+                ..Outcome::of(Happened::Done)
+            },
+            Claim::Done { same_payload } | Claim::Dead { same_payload } => mismatch(
+                Outcome::of(Happened::Duplicate),
+                same_payload,
+                "duplicate with a different payload",
+            ),
+            Claim::GaveUp => Outcome {
+                reason: Some(GAVE_UP.into()),
+                ..Outcome::of(Happened::Dead)
+            },
+            Claim::InProgress => Outcome::of(Happened::InProgress),
+            Claim::Busy => Outcome::of(Happened::Busy),
+            Claim::RetryLater {
+                next_attempt_at,
+                same_payload,
+            } => mismatch(
+                Outcome::of(Happened::RetryLater(next_attempt_at)),
+                same_payload,
+                "redelivery with a different payload",
+            ),
+            // Answered as that delivery stands; what is logged is why.
+            Claim::Resent { of, answer } => Outcome {
+                replayed_body: true,
+                reason: Some(format!(
+                    "replay guard: this signed body was delivered as {of}"
+                )),
+                ..Outcome::of_claim(*answer)
+            },
         }
     }
 }
+
+/// Why a delivery was made dead without running: every attempt so far died before it could
+/// record anything (an expired lease at the attempt cap).
+pub const GAVE_UP: &str = "gave up: every attempt died before it finished";
 
 /// Time kept back from the invocation's deadline for recording a failed attempt and answering:
 /// processing that is not finished by then is abandoned.
@@ -64,81 +165,81 @@ pub const PROCESSING_RESERVE: Duration = Duration::from_millis(500);
 /// seconds.
 const MIN_RETRY_IN: Duration = Duration::from_secs(1);
 
-/// How a delivery's claim ended, and its processing where this invocation won it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Handled {
-    /// Not this invocation's to run: the claim's answer (a duplicate, a delivery another
-    /// invocation or transaction holds, one not due yet, or given up on).
-    NotRun(Claim),
-    /// A new delivery a store-only claim stored as done: nothing to process.
-    Stored,
-    /// Won at `attempt` and processed.
-    Ran {
-        /// The attempt this invocation held.
-        attempt: i32,
-        /// How processing ended.
-        settled: Settled,
-        /// The request's body differed from the row's (a takeover), and the stored one ran.
-        stored_body: bool,
-    },
+/// How a delivery is keyed in the ledger besides its source and id: what its source says.
+#[derive(Debug, Clone, Copy)]
+pub struct Keying {
+    /// Where the delivery id came from.
+    pub id_origin: IdOrigin,
+    /// Its key is kept past its payload (see [`NewDelivery::long_key_retention`]).
+    pub long_key_retention: bool,
+    /// Its source's replay guard (see [`NewDelivery::replay_guard`]).
+    pub replay_guard: bool,
 }
 
-/// Claims `new` for `claimant` and, when this invocation wins it, runs it through `processor`
-/// before `deadline`: the request's delivery, or, on a takeover by a request with another body,
-/// the delivery stored with the row (the ledger's body is the delivery). The webhook function
-/// and the test harness both deliver through this.
+/// Claims `delivery` for `claimant` and, when this invocation wins it, runs it through
+/// `processor` before `deadline`: the request's delivery, or, on a takeover by a request with
+/// another body, the delivery stored with the row (the ledger's body is the delivery). The
+/// webhook function and the test harness both deliver through this.
 pub async fn claim_and_run<P: Processor>(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     processor: &P,
-    new: &NewDelivery<'_>,
+    delivery: Delivery,
+    keying: Keying,
     claimant: &Claimant<'_>,
     policy: &RetryPolicy,
     deadline: SystemTime,
-) -> Result<Handled, DbError> {
-    let store_only = is_store_only(processor);
-    let claim = session
-        .run(|c, _| Box::pin(ledger::claim(c, new, claimant, store_only)))
-        .await?;
+) -> Result<Outcome, DbError> {
+    let store_only = processor.stores_only();
+    let payload_sha256 = Sha256::digest(&delivery.payload);
+    let new = NewDelivery {
+        source: &delivery.source,
+        delivery_id: &delivery.delivery_id,
+        id_origin: keying.id_origin,
+        event_type: delivery.event_type.as_deref(),
+        payload: &delivery.payload,
+        payload_sha256: &payload_sha256,
+        headers: &delivery.headers,
+        long_key_retention: keying.long_key_retention,
+        replay_guard: keying.replay_guard,
+    };
+    let claim = ledger.claim(&new, claimant, store_only).await?;
     let Claim::Claimed {
         attempt,
         same_payload,
     } = claim
     else {
-        return Ok(Handled::NotRun(claim));
+        return Ok(Outcome::of_claim(claim));
     };
     // A store-only claim stores a new delivery as done; one it took over (attempt 2 or later)
     // is finished here like any other.
     if store_only && attempt == 1 {
-        return Ok(Handled::Stored);
+        return Ok(Outcome {
+            attempt: Some(1),
+            ..Outcome::of(Happened::Done)
+        });
     }
     let delivery = if same_payload {
         Delivery {
-            source: new.source.to_owned(),
-            delivery_id: new.delivery_id.to_owned(),
-            event_type: new.event_type.map(str::to_owned),
-            payload: new.payload.to_vec(),
-            headers: new.headers.clone(),
             attempt,
+            ..delivery
         }
     } else {
         let at = Attempt {
-            source: new.source,
-            delivery_id: new.delivery_id,
+            source: &delivery.source,
+            delivery_id: &delivery.delivery_id,
             attempt,
             owner: claimant.owner,
         };
-        let held = session
-            .run(|c, _| Box::pin(ledger::held(c, &at)))
-            .await?;
+        let held = ledger.held(&at).await?;
         match held.as_ref().and_then(delivery_of) {
             Some(stored) => stored,
             // No longer held (the lease ran out already): the retention function or a later
             // redelivery runs it from the row.
-            None => return Ok(Handled::NotRun(Claim::Busy)),
+            None => return Ok(Outcome::of(Happened::Busy)),
         }
     };
-    let settled = run_claimed(
-        session,
+    let mut outcome = run_claimed(
+        ledger,
         processor,
         &delivery,
         claimant.owner,
@@ -146,11 +247,16 @@ pub async fn claim_and_run<P: Processor>(
         deadline,
     )
     .await?;
-    Ok(Handled::Ran {
-        attempt,
-        settled,
-        stored_body: !same_payload,
-    })
+    if !same_payload {
+        outcome.payload_mismatch = true;
+        // A fenced attempt's reason is that, whatever body it ran.
+        if outcome.happened != Happened::Fenced {
+            outcome.reason.get_or_insert_with(|| {
+                "takeover with a different payload: the stored one ran".into()
+            });
+        }
+    }
+    Ok(outcome)
 }
 
 /// Processes `delivery` (already claimed at `delivery.attempt` by `owner`) in a transaction and
@@ -163,13 +269,13 @@ pub async fn claim_and_run<P: Processor>(
 /// connection let go, so the sender hears 503 before Lambda ends the invocation. `Err` only when
 /// even the failure cannot be written, in which case the lease still protects the delivery.
 pub async fn run_claimed<P: Processor>(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     processor: &P,
     delivery: &Delivery,
     owner: &str,
     policy: &RetryPolicy,
     deadline: SystemTime,
-) -> Result<Settled, DbError> {
+) -> Result<Outcome, DbError> {
     let at = Attempt {
         source: &delivery.source,
         delivery_id: &delivery.delivery_id,
@@ -179,19 +285,24 @@ pub async fn run_claimed<P: Processor>(
     let budget = invocation::remaining(deadline).saturating_sub(PROCESSING_RESERVE);
     let processed = tokio::time::timeout(
         budget,
-        process_in_transaction(session, processor, delivery, &at),
+        process_in_transaction(ledger, processor, delivery, &at),
     )
     .await
     .unwrap_or_else(|_| {
-        session.abandon();
+        ledger.session().abandon();
         Err(Failure::OutOfTime)
     });
     let verdict = match processed {
-        Ok(settled) => return Ok(settled),
+        Ok(happened) => {
+            return Ok(Outcome {
+                attempt: Some(delivery.attempt),
+                ..Outcome::of(happened)
+            })
+        }
         Err(Failure::Processor(e)) => {
             // A processor that chose its retry over a broken connection still gets a new one.
             if e.database_error().is_some_and(is_connection_error) {
-                session.discard();
+                ledger.session().discard();
             }
             Verdict {
                 error: e.to_string(),
@@ -200,7 +311,7 @@ pub async fn run_claimed<P: Processor>(
         }
         Err(Failure::Database(e)) => {
             if matches!(e, DbError::Connection(_) | DbError::Timeout) {
-                session.discard();
+                ledger.session().discard();
             }
             Verdict::backoff(format!("database error during processing: {e}"))
         }
@@ -208,7 +319,7 @@ pub async fn run_claimed<P: Processor>(
             Verdict::backoff("processing did not finish within the invocation's time".into())
         }
     };
-    record_failure(session, &at, verdict, policy).await
+    record_failure(ledger, &at, verdict, policy).await
 }
 
 /// The processor's view of a stored delivery; `None` when its payload was trimmed.
@@ -282,12 +393,12 @@ impl Verdict {
 /// Runs the processor and, on success, finishes in the same transaction. Returns done or fenced,
 /// and the failure to record otherwise.
 async fn process_in_transaction<P: Processor>(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     processor: &P,
     delivery: &Delivery,
     at: &Attempt<'_>,
-) -> Result<Settled, Failure> {
-    let client = session.client().await.map_err(Failure::Database)?;
+) -> Result<Happened, Failure> {
+    let client = ledger.session().client().await.map_err(Failure::Database)?;
     let mut work = Work::new(client, *at);
     // A panic is a failed attempt, retried and in the end dead like any other, so one poisoned
     // payload cannot take the function down with it. Only where panics unwind: with
@@ -303,8 +414,8 @@ async fn process_in_transaction<P: Processor>(
         return Err(e.into());
     }
     match work.commit().await? {
-        Finish::Applied => Ok(Settled::Done),
-        Finish::Fenced => Ok(Settled::Fenced),
+        Finish::Applied => Ok(Happened::Done),
+        Finish::Fenced => Ok(Happened::Fenced),
     }
 }
 
@@ -320,42 +431,35 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// Records a failed attempt as failed (with backoff) or dead (permanent, or out of attempts).
 async fn record_failure(
-    session: &mut Session<'_>,
+    ledger: &mut Ledger<'_>,
     at: &Attempt<'_>,
     verdict: Verdict,
     policy: &RetryPolicy,
-) -> Result<Settled, DbError> {
+) -> Result<Outcome, DbError> {
     let Verdict { error, retry } = verdict;
-    let settled = match retry {
-        Retry::Never => Settled::Dead { error },
-        _ if at.attempt >= policy.max_attempts => Settled::Dead {
-            error: format!("gave up after {} attempts: {error}", at.attempt),
-        },
-        Retry::Backoff => Settled::Failed {
-            error,
-            retry_in: policy.backoff(at.attempt),
-        },
-        Retry::In(after) => Settled::Failed {
-            error,
-            retry_in: after.max(MIN_RETRY_IN),
-        },
+    let (happened, error) = match retry {
+        Retry::Never => (Happened::Dead, error),
+        _ if at.attempt >= policy.max_attempts => (
+            Happened::Dead,
+            format!("gave up after {} attempts: {error}", at.attempt),
+        ),
+        Retry::Backoff => (Happened::Failed(policy.backoff(at.attempt)), error),
+        Retry::In(after) => (Happened::Failed(after.max(MIN_RETRY_IN)), error),
     };
-    let finish = match &settled {
-        Settled::Failed { error, retry_in } => {
-            session
-                .run(|c, _| Box::pin(ledger::finish_failed(c, at, error, *retry_in)))
-                .await?
-        }
-        Settled::Dead { error } => {
-            session
-                .run(|c, _| Box::pin(ledger::finish_dead(c, at, error)))
-                .await?
-        }
-        Settled::Done | Settled::Fenced => Finish::Applied,
+    let finish = match happened {
+        Happened::Failed(retry_in) => ledger.finish_failed(at, &error, retry_in).await?,
+        _ => ledger.finish_dead(at, &error).await?,
     };
     Ok(match finish {
-        Finish::Applied => settled,
-        Finish::Fenced => Settled::Fenced,
+        Finish::Applied => Outcome {
+            attempt: Some(at.attempt),
+            reason: Some(error),
+            ..Outcome::of(happened)
+        },
+        Finish::Fenced => Outcome {
+            attempt: Some(at.attempt),
+            ..Outcome::of(Happened::Fenced)
+        },
     })
 }
 

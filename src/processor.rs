@@ -1,7 +1,6 @@
 //! The user's processing: the [`Processor`] trait, what it is given ([`Delivery`]), how it fails
 //! ([`ProcessError`]), and the default store-only processor.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
@@ -84,8 +83,7 @@ pub fn idempotency_key(source: &str, delivery_id: &str) -> String {
     format!("hookclaim-{}", &hex::encode(h.finalize())[..40])
 }
 
-/// Any error, boxed: what [`ProcessError`] carries.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use crate::error::BoxError;
 
 /// Why processing did not succeed, and what to do about it. Nothing the processor queued is
 /// committed; the payload is kept.
@@ -235,6 +233,14 @@ pub trait Processor: Send + Sync + 'static {
         async {}
     }
 
+    /// Whether this processor does nothing beyond storing the delivery (the table is the inbox):
+    /// then the claim records a new delivery done in the same statement, one round trip, and
+    /// [`Processor::process`] is not called for it. False unless the processor says so;
+    /// [`StoreOnly`] does.
+    fn stores_only(&self) -> bool {
+        false
+    }
+
     /// Processes one delivery: queues its writes on `work`; `Ok(())` commits them with "done".
     fn process(
         &self,
@@ -253,20 +259,13 @@ impl Processor for StoreOnly {
         "store"
     }
 
+    fn stores_only(&self) -> bool {
+        true
+    }
+
     async fn process(&self, _delivery: &Delivery, _work: &mut Work<'_>) -> Result<(), ProcessError> {
         Ok(())
     }
-}
-
-/// Whether `processor` is [`StoreOnly`] (itself, or as the shipped choice): then there is
-/// nothing to run beyond storing, and the claim records a new delivery done in the same
-/// statement, one round trip.
-pub(crate) fn is_store_only<P: Processor>(processor: &P) -> bool {
-    let any = processor as &dyn Any;
-    any.is::<StoreOnly>()
-        || any
-            .downcast_ref::<crate::shipped::Shipped>()
-            .is_some_and(crate::shipped::Shipped::is_store_only)
 }
 
 #[cfg(test)]
@@ -274,7 +273,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn store_only_is_known_by_its_type() {
+    fn only_the_store_only_processor_says_it_stores_only() {
         struct Mine;
         impl Processor for Mine {
             fn name(&self) -> &'static str {
@@ -284,8 +283,8 @@ mod tests {
                 Ok(())
             }
         }
-        assert!(is_store_only(&StoreOnly));
-        assert!(!is_store_only(&Mine));
+        assert!(StoreOnly.stores_only());
+        assert!(!Mine.stores_only());
     }
 
     #[test]

@@ -4,14 +4,19 @@
 
 use tokio_postgres::Transaction;
 
-use crate::config::{Config, ProcessorChoice};
+use crate::config::{Config, ConfigError, ProcessorChoice};
+use crate::error::StartupError;
+#[cfg(feature = "destinations")]
+use crate::observe::Telemetry;
 #[cfg(not(all(feature = "forward", feature = "destinations")))]
 use crate::config::features::{missing as missing_part, Part};
 #[cfg(feature = "destinations")]
 use crate::destinations::Destinations;
 #[cfg(feature = "forward")]
 use crate::forward::{ForwardConflict, Forwarder};
-use crate::processor::{BoxError, Delivery, ProcessError, Processor, StoreOnly};
+#[cfg(feature = "forward")]
+use crate::keyed::ClientError;
+use crate::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use crate::work::Work;
 
 /// One of the shipped processors.
@@ -27,9 +32,39 @@ pub enum Shipped {
     Destinations(Box<Destinations>),
 }
 
+/// Why the shipped processor could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShippedError {
+    /// The HTTP client of the forwarder (`FORWARD_URL`) or of an HTTP destination
+    /// (`HOOKCLAIM_DESTINATIONS`) could not be made.
+    #[cfg(feature = "forward")]
+    #[error("{setting}: {source}")]
+    Http {
+        /// The setting whose client it is.
+        setting: &'static str,
+        /// Why.
+        #[source]
+        source: ClientError,
+    },
+    /// A setting asks for a part this build left out.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl From<ShippedError> for StartupError {
+    fn from(e: ShippedError) -> Self {
+        match e {
+            #[cfg(feature = "forward")]
+            ShippedError::Http { setting, source } => StartupError::processor(setting, source),
+            ShippedError::Config(e) => StartupError::Config(e),
+        }
+    }
+}
+
 impl Shipped {
     /// The processor `HOOKCLAIM_PROCESSOR` names.
-    pub fn from_config(config: &Config) -> Result<Self, BoxError> {
+    pub fn from_config(config: &Config) -> Result<Self, ShippedError> {
         Ok(match &config.processor {
             ProcessorChoice::Store => Shipped::Store(StoreOnly),
             #[cfg(feature = "forward")]
@@ -43,7 +78,12 @@ impl Shipped {
                     true => ForwardConflict::Done,
                     false => ForwardConflict::Retry,
                 };
-                let mut forwarder = Forwarder::new(url.clone(), *timeout)?.with_conflict(conflict);
+                let mut forwarder = Forwarder::new(url.clone(), *timeout)
+                    .map_err(|source| ShippedError::Http {
+                        setting: "FORWARD_URL",
+                        source,
+                    })?
+                    .with_conflict(conflict);
                 if let Some(secret) = signing_secret {
                     forwarder = forwarder.with_signing(secret.clone());
                 }
@@ -51,7 +91,12 @@ impl Shipped {
             }
             #[cfg(feature = "destinations")]
             ProcessorChoice::Destinations(destinations) => Shipped::Destinations(Box::new(
-                Destinations::new(destinations, std::sync::Arc::default())?,
+                Destinations::new(destinations, std::sync::Arc::default())
+                    .map_err(|source| ShippedError::Http {
+                        setting: "HOOKCLAIM_DESTINATIONS",
+                        source,
+                    })?
+                    .with_telemetry(Telemetry::new(&config.metrics_namespace)),
             )),
             // A configuration read by `Config::from_lookup` never gets here: it refuses these
             // settings in a build without their part.
@@ -64,13 +109,6 @@ impl Shipped {
                 return Err(missing_part("HOOKCLAIM_PROCESSOR", Part::Destinations).into())
             }
         })
-    }
-}
-
-impl Shipped {
-    /// Whether the choice is the store-only processor.
-    pub(crate) fn is_store_only(&self) -> bool {
-        matches!(self, Shipped::Store(_))
     }
 }
 
@@ -90,6 +128,10 @@ macro_rules! each {
 impl Processor for Shipped {
     fn name(&self) -> &'static str {
         each!(self, p => p.name())
+    }
+
+    fn stores_only(&self) -> bool {
+        each!(self, p => p.stores_only())
     }
 
     async fn start(&self) {

@@ -9,29 +9,30 @@
 //! #     fn name(&self) -> &'static str { "orders" }
 //! #     async fn process(&self, _: &Delivery, _: &mut Work<'_>) -> Result<(), ProcessError> { Ok(()) }
 //! # }
-//! use hookclaim::testing::{Harness, Ran};
+//! use hookclaim::testing::{Harness, Happened};
 //!
 //! # async fn test() -> Result<(), Box<dyn std::error::Error>> {
 //! let harness = Harness::connect("postgres://postgres@localhost/test", Orders).await?;
 //! let paid = Delivery::new("stripe", "evt_1", r#"{"type":"checkout.session.completed"}"#)
 //!     .with_event_type("checkout.session.completed");
-//! assert_eq!(harness.deliver(&paid).await?, Ran::Done);
-//! assert_eq!(harness.deliver(&paid).await?, Ran::Duplicate); // the sender's redelivery
-//! assert_eq!(harness.redrive(&paid).await?, Ran::Done); // run again: still one effect?
+//! assert_eq!(harness.deliver(&paid).await?.happened, Happened::Done);
+//! // The sender's redelivery:
+//! assert_eq!(harness.deliver(&paid).await?.happened, Happened::Duplicate);
+//! // Run again: still one effect?
+//! assert_eq!(harness.redrive(&paid).await?.happened, Happened::Done);
 //! // …then read your own tables.
 //! # Ok(()) }
 //! ```
 
 use std::time::{Duration, SystemTime};
 
-use sha2::{Digest, Sha256};
-use tokio_postgres::types::Type;
-
 use crate::config::{Config, ConfigError, RetryPolicy};
 use crate::db::{Database, DbError};
-use crate::environment::{self, StartupError};
-use crate::ledger::{Claim, Claimant, NewDelivery};
-use crate::pipeline::{self, Handled, Settled};
+use crate::environment;
+use crate::error::StartupError;
+use crate::ledger::{owner_token, Claimant, Ledger};
+use crate::pipeline::{self, Keying};
+pub use crate::pipeline::{Happened, Outcome};
 use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
 use crate::verify::IdOrigin;
@@ -39,57 +40,31 @@ use crate::verify::IdOrigin;
 /// How long a harness run may take, as an invocation's remaining time.
 const RUN_TIME: Duration = Duration::from_secs(30);
 
-/// Why the harness could not run a delivery (not the processor's failures: those are [`Ran`]).
+/// Why the harness could not run a delivery (not the processor's failures: those are an
+/// [`Outcome`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HarnessError {
     /// The database URL or a setting is not usable.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The database could not be reached, migrated, or failed.
-    #[error("{0}")]
-    Database(String),
-}
-
-impl From<DbError> for HarnessError {
-    fn from(e: DbError) -> Self {
-        HarnessError::Database(e.to_string())
-    }
+    /// The database could not be reached or migrated, or a statement failed.
+    #[error(transparent)]
+    Database(#[from] DbError),
 }
 
 impl From<StartupError> for HarnessError {
     fn from(e: StartupError) -> Self {
-        HarnessError::Database(e.to_string())
+        match e {
+            StartupError::Config(e) => HarnessError::Config(e),
+            StartupError::Database(e) => HarnessError::Database(e),
+            // The harness's database comes from its URL alone: no secret, no processor made.
+            other => HarnessError::Config(ConfigError {
+                setting: "DATABASE_URL",
+                problem: other.to_string(),
+            }),
+        }
     }
-}
-
-/// How a run ended, as the webhook function would have answered it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Ran {
-    /// Processed now and recorded done (200 `processed`).
-    Done,
-    /// Already done or dead: the processor did not run (200 `duplicate`).
-    Duplicate,
-    /// Another attempt holds the claim: the processor did not run (202).
-    InProgress,
-    /// Another transaction holds the row's lock (a takeover or a finish not yet committed), or
-    /// this run's attempt lost its claim to a newer one: nothing to report yet (503 `busy`).
-    Busy,
-    /// The processor failed, retryable: recorded failed, due again after `retry_in` (503).
-    Failed {
-        /// What was recorded as the error.
-        error: String,
-        /// When the next attempt is due, and the 503's `Retry-After`.
-        retry_in: Duration,
-    },
-    /// The processor failed permanently, or ran out of attempts: recorded dead (200 `dead`).
-    Dead {
-        /// What was recorded as the error.
-        error: String,
-    },
-    /// A failed delivery not due again yet: the processor did not run (503 `retry_later`).
-    RetryLater,
 }
 
 /// A processor, a database, and the webhook function's way of running one on the other.
@@ -113,11 +88,9 @@ impl<P: Processor> Harness<P> {
         })?;
         let db = environment::database(&config).await?;
         processor.start().await;
-        let mut session = db.session().await;
         Readiness::default()
-            .ensure(&mut session, &processor)
+            .ensure(Ledger::open(&db).await.session(), &processor)
             .await?;
-        drop(session);
         Ok(Harness {
             db,
             processor,
@@ -129,54 +102,30 @@ impl<P: Processor> Harness<P> {
     /// decides (a new delivery, or a failed one that is due, runs; a done one is a duplicate),
     /// then the processor runs and its work commits with "done", or the failure is recorded.
     /// Call it again with the same delivery for the sender's redelivery.
-    pub async fn deliver(&self, delivery: &Delivery) -> Result<Ran, HarnessError> {
-        let mut session = self.db.session().await;
-        let payload_sha256 = Sha256::digest(&delivery.payload);
-        let new = NewDelivery {
-            source: &delivery.source,
-            delivery_id: &delivery.delivery_id,
-            id_origin: IdOrigin::Header,
-            event_type: delivery.event_type.as_deref(),
-            payload: &delivery.payload,
-            payload_sha256: &payload_sha256,
-            headers: &delivery.headers,
-            long_key_retention: false,
-            replay_guard: false,
-        };
-        let owner = format!("{:032x}", fastrand::u128(..));
+    pub async fn deliver(&self, delivery: &Delivery) -> Result<Outcome, HarnessError> {
+        let mut ledger = Ledger::open(&self.db).await;
+        let owner = owner_token();
         let claimant = Claimant {
             owner: &owner,
             lease: RUN_TIME,
             max_attempts: self.retry.max_attempts,
         };
+        let keying = Keying {
+            id_origin: IdOrigin::Header,
+            long_key_retention: false,
+            replay_guard: false,
+        };
         let deadline = SystemTime::now() + RUN_TIME;
-        let handled = pipeline::claim_and_run(
-            &mut session,
+        Ok(pipeline::claim_and_run(
+            &mut ledger,
             &self.processor,
-            &new,
+            delivery.clone(),
+            keying,
             &claimant,
             &self.retry,
             deadline,
         )
-        .await?;
-        Ok(match handled {
-            Handled::NotRun(Claim::Done { .. } | Claim::Dead { .. } | Claim::Resent { .. }) => {
-                Ran::Duplicate
-            }
-            Handled::NotRun(Claim::InProgress) => Ran::InProgress,
-            Handled::NotRun(Claim::RetryLater { .. }) => Ran::RetryLater,
-            Handled::NotRun(Claim::GaveUp) => Ran::Dead {
-                error: "gave up: every attempt died before it finished".into(),
-            },
-            Handled::NotRun(Claim::Busy | Claim::Claimed { .. }) => Ran::Busy,
-            Handled::Stored => Ran::Done,
-            Handled::Ran { settled, .. } => match settled {
-                Settled::Done => Ran::Done,
-                Settled::Failed { error, retry_in } => Ran::Failed { error, retry_in },
-                Settled::Dead { error } => Ran::Dead { error },
-                Settled::Fenced => Ran::Busy,
-            },
-        })
+        .await?)
     }
 
     /// Runs `delivery` again as the retention function's re-drive does, as the next attempt,
@@ -184,22 +133,11 @@ impl<P: Processor> Harness<P> {
     /// repeats. It is the run that follows an attempt whose work succeeded but whose finish was
     /// lost (work at another service, a step recorded, a crash before "done"), so a processor
     /// that passes it has effects that stand any repeat.
-    pub async fn redrive(&self, delivery: &Delivery) -> Result<Ran, HarnessError> {
-        {
-            let mut session = self.db.session().await;
-            let (source, id) = (delivery.source.as_str(), delivery.delivery_id.as_str());
-            session
-                .run(|c, _| {
-                    Box::pin(async move {
-                        c.execute_typed(
-                            include_str!("testing/make_due.sql"),
-                            &[(&source, Type::TEXT), (&id, Type::TEXT)],
-                        )
-                        .await
-                    })
-                })
-                .await?;
-        }
+    pub async fn redrive(&self, delivery: &Delivery) -> Result<Outcome, HarnessError> {
+        Ledger::open(&self.db)
+            .await
+            .make_due(&delivery.source, &delivery.delivery_id)
+            .await?;
         self.deliver(delivery).await
     }
 

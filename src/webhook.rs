@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -14,29 +15,30 @@ use http::{HeaderMap, Method, StatusCode};
 use lambda_http::tower::Service;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use crate::config::{Config, RetryPolicy, Source};
 use crate::db::{Database, DbError};
 use crate::handshake::{self, Challenge, Handshake};
 use crate::invocation;
 use crate::keys::{Keyring, Keys, KeysError};
-use crate::observe::{self, DeliveryRecord, Level};
-use crate::pipeline::{self, Handled, Settled};
-use crate::environment;
-use crate::function::Error;
-use crate::processor::Processor;
+use crate::observe::{self, DeliveryRecord, Level, Telemetry};
+use crate::pipeline::{self, Happened, Keying, Outcome};
+use crate::environment::Environment;
+use crate::error::StartupError;
+use crate::processor::{Delivery, Processor};
 use crate::readiness::Readiness;
-use crate::ledger::{Claim, Claimant, NewDelivery};
+use crate::ledger::{owner_token, Claimant, Ledger};
 use crate::verify::{self, Incoming, Scheme, Verified, VerifyError};
 
 /// Headers kept with every delivery when present, besides each scheme's own.
 const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 
 /// The webhook function as a value: everything one execution environment needs to answer
-/// webhooks, built once at cold start, and [`Webhook::handle`] to answer one request. It is a
-/// [`tower::Service`](lambda_http::tower::Service) by reference, so it takes tower layers and
-/// sits beside routes of your own in your own `lambda_http::run`:
+/// webhooks, built once at cold start, and [`Webhook::handle`] to answer one request. Cheap to
+/// clone (the clones share one environment: its connection, secrets cache and processor) and
+/// `'static`: it is a [`tower::Service`](lambda_http::tower::Service) as a value and by
+/// reference, so it takes tower layers (`Buffer` included), moves into a spawned task or a
+/// router, and sits beside routes of your own in your own `lambda_http::run`:
 ///
 /// ```no_run
 /// use hookclaim::{StoreOnly, Webhook};
@@ -58,14 +60,32 @@ const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 ///
 /// [`crate::run_webhook`] is this with nothing beside it.
 pub struct Webhook<P> {
-    sources: Arc<BTreeMap<String, Source>>,
+    shared: Arc<Shared<P>>,
+    clock: fn() -> SystemTime,
+    telemetry: Telemetry,
+}
+
+/// What every clone of a [`Webhook`] shares: the execution environment's resources.
+struct Shared<P> {
+    sources: BTreeMap<String, Source>,
     keys: Keys,
     db: Database,
     processor: P,
     lease_margin: Duration,
     retry: RetryPolicy,
-    clock: fn() -> SystemTime,
     ready: Readiness,
+    /// Whether this environment has not answered a request yet: its first is the cold start's.
+    cold: AtomicBool,
+}
+
+impl<P> Clone for Webhook<P> {
+    fn clone(&self) -> Self {
+        Webhook {
+            shared: Arc::clone(&self.shared),
+            clock: self.clock,
+            telemetry: self.telemetry.clone(),
+        }
+    }
 }
 
 /// Why a request is refused before (or instead of) processing, with its status.
@@ -142,125 +162,123 @@ impl Rejection {
     }
 }
 
-/// The Retry-After of a [`Answer::Busy`]: the lock it met is held for one statement or a finish.
+/// The Retry-After of a busy answer: the lock it met is held for one statement or a finish.
 const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
 
-/// How a verified delivery ended, as the sender is told.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Answer {
-    /// Processed now (200).
-    Processed,
-    /// Already processed or given up on (200).
-    Duplicate,
-    /// Another invocation holds it: a committed claim under a live lease (202).
-    InProgress,
-    /// Another transaction holds the row's lock (a takeover or a finish not yet committed), or
-    /// this attempt lost its claim to a newer one: nothing committed to answer from (503 with a
-    /// short Retry-After).
-    Busy,
-    /// A failed attempt is not due again yet (503 with Retry-After).
-    RetryLater(Duration),
-    /// Processing failed and will be retried (503 with Retry-After).
-    Failed(Duration),
-    /// Processing failed permanently; the sender must stop (200).
-    Dead,
-    /// A provider's handshake, answered exactly as the provider requires; nothing is stored.
-    Handshake(handshake::Response),
-}
-
-impl Answer {
-    fn status(&self) -> StatusCode {
-        match self {
-            Answer::Handshake(r) => StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK),
-            Answer::Processed | Answer::Duplicate | Answer::Dead => StatusCode::OK,
-            Answer::InProgress => StatusCode::ACCEPTED,
-            Answer::RetryLater(_) | Answer::Failed(_) | Answer::Busy => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-        }
-    }
-
-    fn outcome(&self) -> &'static str {
-        match self {
-            Answer::Processed => "processed",
-            Answer::Duplicate => "duplicate",
-            Answer::InProgress => "in_progress",
-            Answer::Busy => "busy",
-            Answer::RetryLater(_) => "retry_later",
-            Answer::Failed(_) => "failed",
-            Answer::Dead => "dead",
-            Answer::Handshake(r) => r.outcome,
-        }
-    }
-
-    /// How serious it is, whatever the status: a retry the sender is asked for (503) is
-    /// routine, a failed attempt that will be retried is worth a look, and a delivery given up
-    /// on (answered 200, so the sender stops) needs someone.
-    fn level(&self) -> Level {
-        match self {
-            Answer::Processed
-            | Answer::Duplicate
-            | Answer::InProgress
-            | Answer::Busy
-            | Answer::RetryLater(_) => Level::Info,
-            Answer::Failed(_) => Level::Warn,
-            Answer::Dead => Level::Error,
-            // A refused handshake is a refused verification, like a bad signature.
-            Answer::Handshake(r) if r.outcome == "handshake_refused" => Level::Warn,
-            Answer::Handshake(_) => Level::Info,
-        }
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Answer::RetryLater(d) | Answer::Failed(d) => Some(*d),
-            Answer::Busy => Some(BUSY_RETRY_AFTER),
-            _ => None,
-        }
-    }
-}
-
-/// What the handler learned along the way, for the one log line.
-#[derive(Default)]
-struct Facts {
+/// What one request came to, with what was learned of its delivery on the way (for the log
+/// line): a delivery's outcome, a provider's handshake, or a rejection.
+struct Exchange {
     delivery_id: Option<String>,
     event_type: Option<String>,
-    attempt: Option<i32>,
+    result: Result<Reply, Rejection>,
+}
+
+impl Exchange {
+    fn rejected(rejection: Rejection) -> Self {
+        Exchange {
+            delivery_id: None,
+            event_type: None,
+            result: Err(rejection),
+        }
+    }
+}
+
+/// What a request that was not refused is answered with.
+enum Reply {
+    /// The outcome of a verified delivery.
+    Delivery(Outcome),
+    /// A provider's handshake, answered exactly as the provider requires; nothing is stored.
+    Handshake {
+        response: handshake::Response,
+        reason: Option<String>,
+    },
+}
+
+/// One request's answer and what its log line says of it.
+struct Answered {
+    response: Response<Body>,
+    outcome: &'static str,
+    level: Level,
     reason: Option<String>,
+    attempt: Option<i32>,
     payload_mismatch: bool,
     replayed_body: bool,
 }
 
 impl<P: Processor> Webhook<P> {
-    /// The webhook function's cold start as [`crate::run_webhook`] makes it: JSON logging, the
-    /// configuration from the environment ([`Config::from_env`]), the secrets and the database
+    /// The webhook function's cold start as [`crate::run_webhook`] makes it, with the
+    /// configuration from the environment ([`Config::from_env`]): the secrets and the database
     /// (connected and migrated now if they can be, else on the first delivery). A bad setting
-    /// is an error that names it.
-    pub async fn from_env(processor: P) -> Result<Self, Error> {
-        let (config, processor) = environment::cold_start(|_| Ok(processor))?;
+    /// is an error that names it. Installs no logging: your own subscriber, if any, sees
+    /// hookclaim's events.
+    pub async fn from_env(processor: P) -> Result<Self, StartupError> {
+        let config =
+            Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
         Self::from_config(&config, processor).await
     }
 
-    /// The same from `config`, leaving logging to the caller.
-    pub async fn from_config(config: &Config, processor: P) -> Result<Self, Error> {
-        crate::observe::set_namespace(&config.metrics_namespace);
-        Ok(environment::webhook(config, processor)
+    /// The same from `config`.
+    pub async fn from_config(config: &Config, processor: P) -> Result<Self, StartupError> {
+        Self::assemble(config, processor)
             .await
-            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))
     }
 
-    /// Builds the handler state from the configuration and the environment's shared resources.
-    #[doc(hidden)]
-    pub fn new(config: &Config, keys: Keys, db: Database, processor: P) -> Self {
-        Webhook {
-            sources: Arc::new(config.sources.clone()),
+    /// Builds the environment's resources and the handler from them. Reads the webhook secrets,
+    /// connects and brings the schema up to date now, so the first delivery does not pay for
+    /// it; what fails (an unreachable database or Secrets Manager) is logged and left to the
+    /// first delivery, which answers 503 until it works.
+    async fn assemble(config: &Config, processor: P) -> Result<Self, StartupError> {
+        let environment = Environment::new();
+        let keys = environment.keys(config)?;
+        processor.start().await;
+        let db = environment.database(config).await?;
+        let owner = environment.owner(config).await?;
+        let webhook = Webhook::new(config, keys, db, processor, owner);
+        match webhook.shared.keys.current().await {
+            Ok(ring) => {
+                for source in ring.sources_without_secrets() {
+                    tracing::warn!(
+                        source,
+                        "no webhook secret configured for this source: its deliveries answer 401"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "webhook secrets not loaded at cold start; will retry on first delivery"
+            ),
+        }
+        if let Err(e) = webhook.ensure_ready().await {
+            tracing::warn!(error = %e, "database not ready at cold start; will retry on first delivery");
+        }
+        Ok(webhook)
+    }
+
+    /// The handler over the environment's resources: the migrations and the processor's setup
+    /// run as the schema owner's `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto`
+    /// with `DATABASE_OWNER_*`).
+    fn new(
+        config: &Config,
+        keys: Keys,
+        db: Database,
+        processor: P,
+        owner: Option<Database>,
+    ) -> Self {
+        let shared = Shared {
+            sources: config.sources.clone(),
             keys,
             db,
             processor,
             lease_margin: config.lease_margin,
             retry: config.retry,
+            ready: Readiness::new(config.database.migrate).with_owner(owner),
+            cold: AtomicBool::new(true),
+        };
+        Webhook {
+            shared: Arc::new(shared),
             clock: SystemTime::now,
-            ready: Readiness::new(config.database.migrate),
+            telemetry: Telemetry::new(&config.metrics_namespace),
         }
     }
 
@@ -269,15 +287,15 @@ impl<P: Processor> Webhook<P> {
     /// it is) and runs the processor's setup. Done once per environment; until it succeeds,
     /// every delivery tries it first and answers 503 when it fails.
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
-        let mut session = self.db.session().await;
-        self.ready.ensure(&mut session, &self.processor).await
+        let mut ledger = Ledger::open(&self.shared.db).await;
+        self.shared.ready.ensure(ledger.session(), &self.shared.processor).await
     }
 
     #[doc(hidden)]
-    /// The same, applying the migrations and the processor's setup as the schema owner's
-    /// `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto` with `DATABASE_OWNER_*`).
-    pub fn with_owner(mut self, owner: Option<Database>) -> Self {
-        self.ready = self.ready.with_owner(owner);
+    /// Writes this handler's lines (and their metrics) as `telemetry` says: for tools and
+    /// tests, which keep them in memory.
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
         self
     }
 
@@ -291,13 +309,13 @@ impl<P: Processor> Webhook<P> {
     #[cfg(feature = "internals")]
     /// The environment's database, for tools and tests.
     pub fn database(&self) -> &Database {
-        &self.db
+        &self.shared.db
     }
 
     #[doc(hidden)]
     /// The environment's secrets cache, for tools and tests.
     pub fn keys(&self) -> &Keys {
-        &self.keys
+        &self.shared.keys
     }
 
     /// Answers one request to `POST /webhooks/{source}` (the source from the route's `source`
@@ -305,66 +323,47 @@ impl<P: Processor> Webhook<P> {
     /// including database trouble, is a response with the right status, and is logged.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         let started = Instant::now();
-        let correlation = observe::Correlation::of(&req, observe::take_cold_start());
+        let cold_start = self.shared.cold.swap(false, Ordering::Relaxed);
+        let correlation = observe::Correlation::of(&req, cold_start);
         let source = source_name(&req).unwrap_or_default();
         // The dimension value is a configured name or `unknown`, never what a stranger typed;
         // the requested name is still logged, capped.
-        let (known_source, requested_source) = match self.sources.get_key_value(&source) {
+        let (known_source, requested_source) = match self.shared.sources.get_key_value(&source) {
             Some((name, _)) => (name.as_str(), None),
             None => (observe::UNKNOWN_SOURCE, Some(source.as_str())),
         };
-        let mut facts = Facts::default();
-        let result = self.deliver(&req, &source, &mut facts).await;
-        let (status, outcome, level, response) = match &result {
-            Ok(answer) => (
-                answer.status(),
-                answer.outcome(),
-                answer.level(),
-                answer_response(answer, &facts),
-            ),
-            Err(rejection) => {
-                facts.reason.get_or_insert_with(|| rejection.to_string());
-                (
-                    rejection.status(),
-                    rejection.outcome(),
-                    rejection.level(),
-                    rejection_response(rejection),
-                )
-            }
-        };
-        // A body that is not the stored one is worth a look, whatever the answer.
-        let level = match level {
-            Level::Info if facts.payload_mismatch || facts.replayed_body => Level::Warn,
-            level => level,
-        };
-        observe::emit_text(&observe::delivery_line(
-            &DeliveryRecord {
+        let exchange = self.exchange(&req, &source).await;
+        let (delivery_id, event_type) = (exchange.delivery_id.clone(), exchange.event_type.clone());
+        let answered = answer(exchange, (self.clock)());
+        let record = DeliveryRecord {
                 source: known_source,
                 requested_source,
-                delivery_id: facts.delivery_id.as_deref(),
-                event_type: facts.event_type.as_deref(),
-                outcome,
-                level,
-                status: status.as_u16(),
-                attempt: facts.attempt,
+                delivery_id: delivery_id.as_deref(),
+                event_type: event_type.as_deref(),
+                outcome: answered.outcome,
+                level: answered.level,
+                status: answered.response.status().as_u16(),
+                attempt: answered.attempt,
                 latency: started.elapsed(),
-                reason: facts.reason.as_deref(),
-                payload_mismatch: facts.payload_mismatch,
-                replayed_body: facts.replayed_body,
+                reason: answered.reason.as_deref(),
+                payload_mismatch: answered.payload_mismatch,
+                replayed_body: answered.replayed_body,
                 correlation,
-            },
-            SystemTime::now(),
-        ));
-        response
+        };
+        observe::delivery_event(&record);
+        let namespace = self.telemetry.namespace();
+        let line = observe::delivery_line(&record, namespace, SystemTime::now());
+        self.telemetry.write(&line);
+        answered.response
     }
 
-    async fn deliver(
-        &self,
-        req: &Request,
-        source_name: &str,
-        facts: &mut Facts,
-    ) -> Result<Answer, Rejection> {
-        let (source, body) = route(&self.sources, source_name, req)?;
+    /// Takes one request from routing to its outcome: a handshake answered, a delivery
+    /// verified, claimed and run, or the rejection that stopped it.
+    async fn exchange(&self, req: &Request, source_name: &str) -> Exchange {
+        let (source, body) = match route(&self.shared.sources, source_name, req) {
+            Ok(routed) => routed,
+            Err(rejection) => return Exchange::rejected(rejection),
+        };
         let query = req.uri().query().unwrap_or_default();
         let incoming = Incoming {
             method: req.method().as_str(),
@@ -377,26 +376,51 @@ impl<P: Processor> Webhook<P> {
             .as_ref()
             .and_then(|h| handshake::detect(h, &incoming));
         if let (Some(challenge), Some(shake)) = (challenge, &source.handshake) {
-            return self.answer_handshake(source, shake, &challenge, &incoming, facts).await;
+            return Exchange {
+                delivery_id: None,
+                event_type: Some(challenge.name().to_owned()),
+                result: self
+                    .answer_handshake(source, shake, &challenge, &incoming)
+                    .await,
+            };
         }
         // GET passes routing only for a Meta source's subscription handshake.
         if req.method() != Method::POST {
-            return Err(Rejection::MethodNotAllowed);
+            return Exchange::rejected(Rejection::MethodNotAllowed);
         }
-        let verified = self.verify(source, &incoming).await?;
-        facts.delivery_id = Some(verified.delivery_id.clone());
-        facts.event_type = verified.event_type.clone();
+        let verified = match self.verify(source, &incoming).await {
+            Ok(verified) => verified,
+            Err(rejection) => return Exchange::rejected(rejection),
+        };
+        let result = self
+            .deliver(req, source, &verified, body)
+            .await
+            .map(Reply::Delivery);
+        Exchange {
+            delivery_id: Some(verified.delivery_id),
+            event_type: verified.event_type,
+            result,
+        }
+    }
 
-        let payload_sha256 = Sha256::digest(body);
-        let headers = kept_headers(&source.scheme, req.headers());
-        let new = NewDelivery {
-            source: &source.name,
-            delivery_id: &verified.delivery_id,
+    /// Claims a verified delivery and, when this invocation wins it, runs it.
+    async fn deliver(
+        &self,
+        req: &Request,
+        source: &Source,
+        verified: &Verified,
+        body: &[u8],
+    ) -> Result<Outcome, Rejection> {
+        let delivery = Delivery {
+            source: source.name.clone(),
+            delivery_id: verified.delivery_id.clone(),
+            event_type: verified.event_type.clone(),
+            payload: body.to_vec(),
+            headers: kept_headers(&source.scheme, req.headers()),
+            attempt: 1,
+        };
+        let keying = Keying {
             id_origin: verified.id_origin,
-            event_type: verified.event_type.as_deref(),
-            payload: body,
-            payload_sha256: &payload_sha256,
-            headers: &headers,
             long_key_retention: source.long_key_retention,
             replay_guard: source.replay_guard,
         };
@@ -404,42 +428,24 @@ impl<P: Processor> Webhook<P> {
         let claimant = Claimant {
             owner: &owner,
             lease: self.lease(req),
-            max_attempts: self.retry.max_attempts,
+            max_attempts: self.shared.retry.max_attempts,
         };
-        let mut session = self.db.session().await;
-        self.ready.ensure(&mut session, &self.processor).await?;
+        let mut ledger = Ledger::open(&self.shared.db).await;
+        self.shared
+            .ready
+            .ensure(ledger.session(), &self.shared.processor)
+            .await?;
         let deadline = invocation::deadline(req.lambda_context_ref());
-        let handled = pipeline::claim_and_run(
-            &mut session,
-            &self.processor,
-            &new,
+        Ok(pipeline::claim_and_run(
+            &mut ledger,
+            &self.shared.processor,
+            delivery,
+            keying,
             &claimant,
-            &self.retry,
+            &self.shared.retry,
             deadline,
         )
-        .await?;
-        Ok(match handled {
-            Handled::NotRun(claim) => answer_claim(claim, (self.clock)(), facts),
-            Handled::Stored => {
-                facts.attempt = Some(1);
-                Answer::Processed
-            }
-            Handled::Ran {
-                attempt,
-                settled,
-                stored_body,
-            } => {
-                facts.attempt = Some(attempt);
-                let answer = answer_settled(settled, facts);
-                if stored_body {
-                    facts.payload_mismatch = true;
-                    facts.reason.get_or_insert_with(|| {
-                        "takeover with a different payload: the stored one ran".into()
-                    });
-                }
-                answer
-            }
-        })
+        .await?)
     }
 
     /// Verifies with the cached secrets; if that fails on the signature alone (or the source's
@@ -451,7 +457,7 @@ impl<P: Processor> Webhook<P> {
             let secrets = ring.for_source(&source.name)?;
             Ok(verify::verify_request(&source.scheme, secrets, req, now)?)
         };
-        let first = attempt(&*self.keys.current().await?);
+        let first = attempt(&*self.shared.keys.current().await?);
         let worth_a_refresh = matches!(
             first,
             Err(Rejection::Unverified(
@@ -461,7 +467,7 @@ impl<P: Processor> Webhook<P> {
         if !worth_a_refresh {
             return first;
         }
-        match self.keys.refresh_after_failure().await {
+        match self.shared.keys.refresh_after_failure().await {
             Some(fresh) => attempt(&fresh),
             None => first,
         }
@@ -476,9 +482,7 @@ impl<P: Processor> Webhook<P> {
         shake: &Handshake,
         challenge: &Challenge,
         req: &Incoming<'_>,
-        facts: &mut Facts,
-    ) -> Result<Answer, Rejection> {
-        facts.event_type = Some(challenge.name().to_owned());
+    ) -> Result<Reply, Rejection> {
         if challenge.needs_signature() {
             match self.verify(source, req).await {
                 // A challenge carries no delivery id: being signed is what counts.
@@ -487,8 +491,9 @@ impl<P: Processor> Webhook<P> {
                 Err(e) => return Err(e),
             }
         }
-        let ring = self.keys.current().await?;
+        let ring = self.shared.keys.current().await?;
         let response = handshake::answer(challenge, shake, ring.for_source(&source.name)?);
+        let mut revoked = None;
         if let Challenge::TwitchRevocation {
             subscription_type,
             reason,
@@ -500,21 +505,40 @@ impl<P: Processor> Webhook<P> {
                 reason = reason.as_deref().unwrap_or("unknown"),
                 "Twitch revoked an EventSub subscription: no more events will come for it"
             );
-            facts.reason = Some(format!(
+            revoked = Some(format!(
                 "subscription revoked: {}",
                 reason.as_deref().unwrap_or("unknown")
             ));
         }
         if response.outcome == "handshake_refused" {
-            facts.reason = Some("verify token does not match".into());
+            revoked = Some("verify token does not match".into());
         }
-        Ok(Answer::Handshake(response))
+        Ok(Reply::Handshake {
+            response,
+            reason: revoked,
+        })
     }
 
     /// The lease: the invocation's remaining time plus the margin, so the claim can be taken
     /// over exactly when this invocation can no longer be running.
     fn lease(&self, req: &Request) -> Duration {
-        invocation::remaining(invocation::deadline(req.lambda_context_ref())) + self.lease_margin
+        invocation::remaining(invocation::deadline(req.lambda_context_ref())) + self.shared.lease_margin
+    }
+}
+
+/// One request, answered by [`Webhook::handle`] on a clone; never an error.
+impl<P: Processor> Service<Request> for Webhook<P> {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let webhook = self.clone();
+        Box::pin(async move { Ok(webhook.handle(req).await) })
     }
 }
 
@@ -531,67 +555,6 @@ impl<'a, P: Processor> Service<Request> for &'a Webhook<P> {
     fn call(&mut self, req: Request) -> Self::Future {
         let webhook = *self;
         Box::pin(async move { Ok(webhook.handle(req).await) })
-    }
-}
-
-/// The answer to a claim this invocation does not process: a duplicate, a delivery another
-/// invocation holds, or a failed one that is not due again yet (or, for a source with the
-/// replay guard, not this request's to take).
-fn answer_claim(claim: Claim, now: SystemTime, facts: &mut Facts) -> Answer {
-    match claim {
-        // A claim this invocation won is processed, or was finished by the claim itself.
-        Claim::Claimed { .. } => Answer::Processed,
-        Claim::Done { same_payload } | Claim::Dead { same_payload } => {
-            if !same_payload {
-                facts.payload_mismatch = true;
-                facts.reason = Some("duplicate with a different payload".into());
-            }
-            Answer::Duplicate
-        }
-        Claim::GaveUp => {
-            facts.reason = Some("gave up: every attempt died before it finished".into());
-            Answer::Dead
-        }
-        Claim::InProgress => Answer::InProgress,
-        Claim::Busy => Answer::Busy,
-        Claim::RetryLater {
-            next_attempt_at,
-            same_payload,
-        } => {
-            if !same_payload {
-                facts.payload_mismatch = true;
-                facts.reason = Some("redelivery with a different payload".into());
-            }
-            Answer::RetryLater(
-                next_attempt_at
-                    .duration_since(now)
-                    .unwrap_or(Duration::from_secs(1)),
-            )
-        }
-        // Answered as that delivery stands; what is logged is why.
-        Claim::Resent { of, answer } => {
-            facts.replayed_body = true;
-            let answer = answer_claim(*answer, now, facts);
-            facts.reason = Some(format!(
-                "replay guard: this signed body was delivered as {of}"
-            ));
-            answer
-        }
-    }
-}
-
-/// The answer once processing has settled.
-fn answer_settled(settled: Settled, facts: &mut Facts) -> Answer {
-    facts.reason = settled.error().map(str::to_owned);
-    match settled {
-        Settled::Done => Answer::Processed,
-        Settled::Failed { retry_in, .. } => Answer::Failed(retry_in),
-        Settled::Dead { .. } => Answer::Dead,
-        // What the newer attempt concluded is not this invocation's to promise.
-        Settled::Fenced => {
-            facts.reason = Some("lease lost to a newer attempt".into());
-            Answer::Busy
-        }
     }
 }
 
@@ -650,10 +613,6 @@ fn kept_headers(scheme: &Scheme, headers: &HeaderMap) -> BTreeMap<String, String
         .collect()
 }
 
-fn owner_token() -> String {
-    format!("{:032x}", fastrand::u128(..))
-}
-
 fn unix_secs(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -670,49 +629,127 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> 
     resp
 }
 
-fn answer_response(answer: &Answer, facts: &Facts) -> Response<Body> {
-    if let Answer::Handshake(r) = answer {
-        let mut resp = Response::new(Body::Text(r.body.clone()));
-        *resp.status_mut() = answer.status();
-        if let Some(content_type) = r.content_type {
-            resp.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static(content_type),
-            );
-        }
-        return resp;
-    }
-    let mut resp = json_response(
-        answer.status(),
-        json!({"status": answer.outcome(), "delivery_id": facts.delivery_id}),
+/// The answer to one request, and what its log line says of it, from what the request came
+/// to: status, headers and body, the outcome's name, level and reason. `now` is the clock a
+/// not-yet-due retry's `Retry-After` counts from.
+fn answer(exchange: Exchange, now: SystemTime) -> Answered {
+    let delivery = match exchange.result {
+        Err(rejection) => return refuse(rejection),
+        Ok(Reply::Handshake { response, reason }) => return handshake_answer(response, reason),
+        Ok(Reply::Delivery(outcome)) => outcome,
+    };
+    let (status, outcome, level, retry_after) = match delivery.happened {
+        Happened::Done => (StatusCode::OK, "processed", Level::Info, None),
+        Happened::Duplicate => (StatusCode::OK, "duplicate", Level::Info, None),
+        Happened::InProgress => (StatusCode::ACCEPTED, "in_progress", Level::Info, None),
+        // What a newer attempt concluded is not this invocation's to promise.
+        Happened::Busy | Happened::Fenced => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            Level::Info,
+            Some(BUSY_RETRY_AFTER),
+        ),
+        Happened::RetryLater(at) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "retry_later",
+            Level::Info,
+            Some(at.duration_since(now).unwrap_or(Duration::from_secs(1))),
+        ),
+        // A failed attempt that will be retried is worth a look; a delivery given up on
+        // (answered 200, so the sender stops) needs someone.
+        Happened::Failed(retry_in) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "failed",
+            Level::Warn,
+            Some(retry_in),
+        ),
+        Happened::Dead => (StatusCode::OK, "dead", Level::Error, None),
+    };
+    // A body that is not the stored one is worth a look, whatever the answer.
+    let level = match level {
+        Level::Info if delivery.payload_mismatch || delivery.replayed_body => Level::Warn,
+        level => level,
+    };
+    let reason = match delivery.happened {
+        Happened::Fenced => Some("lease lost to a newer attempt".into()),
+        _ => delivery.reason,
+    };
+    let mut response = json_response(
+        status,
+        json!({"status": outcome, "delivery_id": exchange.delivery_id}),
     );
-    if let Some(after) = answer.retry_after() {
+    if let Some(after) = retry_after {
         let secs = after.as_secs_f64().ceil().max(1.0) as u64;
-        resp.headers_mut()
+        response
+            .headers_mut()
             .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
     }
-    resp
+    Answered {
+        response,
+        outcome,
+        level,
+        reason,
+        attempt: delivery.attempt,
+        payload_mismatch: delivery.payload_mismatch,
+        replayed_body: delivery.replayed_body,
+    }
 }
 
-fn rejection_response(rejection: &Rejection) -> Response<Body> {
-    let mut resp = json_response(
+/// A provider's handshake answered as the provider requires. A refused one is a refused
+/// verification, like a bad signature.
+fn handshake_answer(r: handshake::Response, reason: Option<String>) -> Answered {
+    let mut response = Response::new(Body::Text(r.body));
+    *response.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK);
+    if let Some(content_type) = r.content_type {
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(content_type),
+        );
+    }
+    let level = match r.outcome {
+        "handshake_refused" => Level::Warn,
+        _ => Level::Info,
+    };
+    Answered {
+        response,
+        outcome: r.outcome,
+        level,
+        reason,
+        attempt: None,
+        payload_mismatch: false,
+        replayed_body: false,
+    }
+}
+
+/// A refused request: its status, a terse body and, where it helps, `Allow` or `Retry-After`.
+fn refuse(rejection: Rejection) -> Answered {
+    let mut response = json_response(
         rejection.status(),
         json!({"status": rejection.outcome(), "error": rejection.public_message()}),
     );
     match rejection {
         Rejection::MethodNotAllowed => {
-            resp.headers_mut()
+            response
+                .headers_mut()
                 .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
         }
         Rejection::Database(_) | Rejection::Secrets(_) => {
-            resp.headers_mut().insert(
+            response.headers_mut().insert(
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from_static("5"),
             );
         }
         _ => {}
     }
-    resp
+    Answered {
+        response,
+        outcome: rejection.outcome(),
+        level: rejection.level(),
+        reason: Some(rejection.to_string()),
+        attempt: None,
+        payload_mismatch: false,
+        replayed_body: false,
+    }
 }
 
 #[cfg(test)]
@@ -720,19 +757,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_outcome_is_logged_at_its_own_level_whatever_its_status() {
+    fn each_outcome_is_answered_and_logged_at_its_own_level_whatever_its_status() {
         let wait = Duration::from_secs(30);
-        let answers = [
-            (Answer::Processed, 200, Level::Info),
-            (Answer::Duplicate, 200, Level::Info),
-            (Answer::InProgress, 202, Level::Info),
-            (Answer::RetryLater(wait), 503, Level::Info),
-            (Answer::Failed(wait), 503, Level::Warn),
-            (Answer::Dead, 200, Level::Error),
+        let now = SystemTime::now();
+        let outcomes = [
+            (Happened::Done, 200, "processed", Level::Info, None),
+            (Happened::Duplicate, 200, "duplicate", Level::Info, None),
+            (Happened::InProgress, 202, "in_progress", Level::Info, None),
+            (Happened::Busy, 503, "busy", Level::Info, Some("2")),
+            (Happened::Fenced, 503, "busy", Level::Info, Some("2")),
+            (Happened::RetryLater(now + wait), 503, "retry_later", Level::Info, Some("30")),
+            (Happened::Failed(wait), 503, "failed", Level::Warn, Some("30")),
+            (Happened::Dead, 200, "dead", Level::Error, None),
         ];
-        for (answer, status, level) in answers {
-            assert_eq!(answer.status().as_u16(), status, "{answer:?}");
-            assert_eq!(answer.level(), level, "{answer:?}");
+        for (happened, status, name, level, retry_after) in outcomes {
+            let exchange = Exchange {
+                delivery_id: Some("d-1".into()),
+                event_type: None,
+                result: Ok(Reply::Delivery(Outcome {
+                    happened,
+                    attempt: Some(1),
+                    reason: None,
+                    payload_mismatch: false,
+                    replayed_body: false,
+                })),
+            };
+            let answered = answer(exchange, now);
+            assert_eq!(answered.response.status().as_u16(), status, "{happened:?}");
+            assert_eq!((answered.outcome, answered.level), (name, level), "{happened:?}");
+            let header = answered.response.headers().get(http::header::RETRY_AFTER);
+            assert_eq!(header.map(|v| v.to_str().unwrap()), retry_after, "{happened:?}");
+            let body: serde_json::Value =
+                serde_json::from_slice(answered.response.body().as_ref()).unwrap();
+            assert_eq!(body, json!({"status": name, "delivery_id": "d-1"}));
         }
         let rejections = [
             (Rejection::MethodNotAllowed, Level::Info),

@@ -4,13 +4,15 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::{claim_check, DestinationError, Stand};
-use crate::forward::{Body, ForwardConflict, Forwarder, Outcome};
-use crate::processor::{BoxError, Delivery};
+use crate::keyed::{Answer, ClientError, ForwardConflict, KeyedClient};
+use crate::processor::Delivery;
 use crate::secret::Secret;
 
 /// One endpoint.
-pub(super) struct Http(Forwarder);
+pub(super) struct Http(KeyedClient);
 
 impl Http {
     pub(super) fn new(
@@ -18,15 +20,15 @@ impl Http {
         secret: Secret,
         conflict_is_done: bool,
         timeout: Duration,
-    ) -> Result<Self, BoxError> {
+    ) -> Result<Self, ClientError> {
         let conflict = match conflict_is_done {
             true => ForwardConflict::Done,
             false => ForwardConflict::Retry,
         };
-        let forwarder = Forwarder::new(url, timeout)?
+        let client = KeyedClient::new(url, timeout)?
             .with_conflict(conflict)
             .with_signing(secret);
-        Ok(Http(forwarder))
+        Ok(Http(client))
     }
 
     /// Posts `d` (the payload, or a claim check above `max_bytes`); the status it answered.
@@ -35,25 +37,26 @@ impl Http {
         d: &Delivery,
         max_bytes: Option<usize>,
     ) -> Result<Option<String>, DestinationError> {
-        let body = match max_bytes {
-            Some(most) if d.payload.len() > most => {
-                Body::ClaimCheck(claim_check(d, Stand::TooLarge))
-            }
-            _ => Body::Payload,
+        let (body, content_type) = match max_bytes {
+            Some(most) if d.payload.len() > most => (
+                Bytes::from(claim_check(d, Stand::TooLarge)),
+                "application/json",
+            ),
+            _ => (
+                Bytes::from(d.payload.clone()),
+                d.headers
+                    .get("content-type")
+                    .map_or("application/json", String::as_str),
+            ),
         };
-        let status = self.0.post(d, body).await.map_err(failure)?;
-        match self.0.outcome(status) {
-            Outcome::Done => Ok(Some(format!("HTTP {}", status.as_u16()))),
-            other => Err(failure(other)),
+        match self.0.post(d, body, content_type).await {
+            Answer::Done(status) => Ok(Some(format!("HTTP {}", status.as_u16()))),
+            Answer::Retry { why, after: None } => Err(DestinationError::Retry(why)),
+            Answer::Retry {
+                why,
+                after: Some(after),
+            } => Err(DestinationError::RetryIn(why, after)),
+            Answer::Permanent(why) => Err(DestinationError::Permanent(why)),
         }
-    }
-}
-
-/// A forwarder's failure as a destination's: `Done` never comes here.
-fn failure(outcome: Outcome) -> DestinationError {
-    match outcome {
-        Outcome::Permanent(why) => DestinationError::Permanent(why),
-        Outcome::Retry(why) => DestinationError::Retry(why),
-        Outcome::Done => DestinationError::Retry("the endpoint's answer was not read".into()),
     }
 }

@@ -32,8 +32,9 @@ use serde_json::{json, Value};
 
 use crate::aws::Aws;
 use crate::config::{DestinationConfig, Destinations as DestinationsConfig, Target};
-use crate::observe;
-use crate::processor::{BoxError, Delivery, ProcessError, Processor};
+use crate::observe::{self, Metric, Telemetry};
+use crate::keyed::ClientError;
+use crate::processor::{Delivery, ProcessError, Processor};
 use crate::work::Work;
 
 /// Fans each delivery out to its source's destinations (`HOOKCLAIM_PROCESSOR=destinations`).
@@ -41,6 +42,7 @@ use crate::work::Work;
 pub struct Destinations {
     by_source: BTreeMap<String, Vec<Destination>>,
     aws: Arc<Aws>,
+    telemetry: Telemetry,
 }
 
 /// One configured destination.
@@ -65,6 +67,9 @@ pub enum DestinationError {
     /// Worth trying again later: throttling, a timeout, a server error.
     #[error("{0}")]
     Retry(String),
+    /// Worth trying again, no sooner than the destination asked (its `Retry-After`).
+    #[error("{0}")]
+    RetryIn(String, Duration),
     /// The destination's fault, not the delivery's: it does not exist (yet), access to it is
     /// denied, the request as configured is refused. Retried like [`DestinationError::Retry`],
     /// so fixing the configuration is enough, and counted (`destination_faults`) for an alarm.
@@ -77,16 +82,28 @@ pub enum DestinationError {
 
 impl Destinations {
     /// The destinations `config` lists, calling AWS through `aws`'s clients. Makes no call.
-    pub fn new(config: &DestinationsConfig, aws: Arc<Aws>) -> Result<Self, BoxError> {
+    pub fn new(config: &DestinationsConfig, aws: Arc<Aws>) -> Result<Self, ClientError> {
         let mut by_source = BTreeMap::new();
         for (source, list) in config {
             let destinations = list
                 .iter()
                 .map(Destination::new)
-                .collect::<Result<Vec<_>, BoxError>>()?;
+                .collect::<Result<Vec<_>, ClientError>>()?;
             by_source.insert(source.clone(), destinations);
         }
-        Ok(Destinations { by_source, aws })
+        Ok(Destinations {
+            by_source,
+            aws,
+            telemetry: Telemetry::default(),
+        })
+    }
+
+    #[doc(hidden)]
+    /// Writes the destinations' fault lines (and their metric) as `telemetry` says: under the
+    /// function's namespace (the shipped choice gives it), or in memory for tests.
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 
     /// Whether any source sends to a destination of `kind` (`sqs`, `eventbridge`…).
@@ -99,7 +116,7 @@ impl Destinations {
 }
 
 impl Destination {
-    fn new(config: &DestinationConfig) -> Result<Self, BoxError> {
+    fn new(config: &DestinationConfig) -> Result<Self, ClientError> {
         let kind = match &config.target {
             Target::Sqs {
                 queue_url,
@@ -206,8 +223,16 @@ impl Processor for Destinations {
                 Err(DestinationError::Retry(why)) => {
                     return Err(ProcessError::new(format!("destination {name}: {why}")))
                 }
+                Err(DestinationError::RetryIn(why, after)) => {
+                    return Err(ProcessError::retry_in(
+                        format!("destination {name}: {why}"),
+                        after,
+                    ))
+                }
                 Err(DestinationError::Fault(why)) => {
-                    observe::emit(&fault_line(d, destination, &why, SystemTime::now()));
+                    let now = SystemTime::now();
+                    let line = fault_line(d, destination, &why, self.telemetry.namespace(), now);
+                    self.telemetry.emit(&line);
                     return Err(ProcessError::new(format!("destination {name}: {why}")));
                 }
                 Err(DestinationError::Permanent(why)) => {
@@ -227,10 +252,16 @@ pub const DESTINATION_FAULTS: &str = "destination_faults";
 /// The log line of a destination's fault, an EMF document counting one [`DESTINATION_FAULTS`]
 /// by destination and over all of them (an empty dimension set), so one alarm watches every
 /// destination of the function. A fault needs someone to fix the configuration: an error.
-fn fault_line(d: &Delivery, destination: &Destination, why: &str, now: SystemTime) -> Value {
-    let metrics = vec![json!({"Name": DESTINATION_FAULTS, "Unit": "Count"})];
+fn fault_line(
+    d: &Delivery,
+    destination: &Destination,
+    why: &str,
+    namespace: &str,
+    now: SystemTime,
+) -> Value {
+    let metrics = [Metric::new(DESTINATION_FAULTS, "Count")];
     json!({
-        "_aws": observe::emf_block_with_sets(now, &[&["destination"], &[]], metrics),
+        "_aws": observe::emf_block(now, namespace, &[&["destination"], &[]], &metrics),
         "level": observe::Level::Error.as_str(),
         "message": "destination fault: retried until the destination is fixed or attempts run out",
         "source": d.source,
@@ -500,10 +531,12 @@ mod tests {
             &delivery(b"{}"),
             &destination,
             "StartExecution: StateMachineDoesNotExist",
+            "hookclaim/test",
             SystemTime::UNIX_EPOCH,
         );
         let directive = &line["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(directive["Dimensions"], json!([["destination"], []]));
+        assert_eq!(directive["Namespace"], "hookclaim/test");
         assert_eq!(directive["Metrics"][0]["Name"], DESTINATION_FAULTS);
         assert_eq!(line[DESTINATION_FAULTS], 1);
         assert_eq!(line["destination"], "orders");

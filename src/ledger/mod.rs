@@ -5,10 +5,12 @@
 //! ledger sends is a whole `.sql` file in `sql/`, run as an unnamed statement in one round trip,
 //! which also works through a transaction pooler. Each function takes a
 //! [`tokio_postgres::GenericClient`], so production passes its connection and tests a
-//! transaction; [`crate::db::Session::run`] adds the deadline and the one reconnect.
+//! transaction; [`Ledger`] runs the same operations on the environment's connection, each under
+//! the statement deadline with its one reconnect.
 
 mod claim;
 mod finish;
+mod ops;
 mod purge;
 mod reclaim;
 mod replay;
@@ -19,15 +21,33 @@ use std::collections::BTreeMap;
 use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 
-pub use claim::{claim, held, Claim, Claimant, NewDelivery};
-pub use finish::{finish_dead, finish_done, finish_failed, Attempt, Finish};
-pub use purge::{
-    count_dead_trimmable, count_purgeable, count_trimmable, purge_batch, trim_batch,
-    trim_dead_batch,
+pub use claim::{Claim, Claimant, NewDelivery};
+pub use finish::{finish_done, Attempt, Finish};
+pub use ops::Ledger;
+pub use purge::Trimmed;
+pub use reclaim::{ReclaimCursor, Reclaimed};
+pub use replay::{ReplayCursor, ReplayFilter};
+pub use stats::{DeliveryState, LedgerStats, Waiting};
+/// Each operation as a function of a client, for hookclaim's own tests, which run them on a
+/// connection or transaction of their own; the functions use [`Ledger`].
+#[cfg(feature = "internals")]
+pub use {
+    claim::{claim, held},
+    finish::{finish_dead, finish_failed},
+    purge::{
+        count_dead_trimmable, count_purgeable, count_trimmable, purge_batch, trim_batch,
+        trim_dead_batch,
+    },
+    reclaim::{count_reclaimable, reclaim_next},
+    replay::{count_replayable, replay_page, take_for_replay},
+    stats::{state, stats, waiting},
 };
-pub use reclaim::{count_reclaimable, reclaim_next, ReclaimCursor, Reclaimed};
-pub use replay::{count_replayable, replay_page, take_for_replay, ReplayCursor, ReplayFilter};
-pub use stats::{state, stats, waiting, DeliveryState, LedgerStats, Waiting};
+
+/// A new owner token, unique per invocation (128 random bits): what its claims are held by and
+/// its finishes fenced on.
+pub fn owner_token() -> String {
+    format!("{:032x}", fastrand::u128(..))
+}
 
 /// SQLSTATE of a finish whose attempt no longer holds its row (`hookclaim_finish`).
 const FENCED: &str = "HC002";

@@ -37,10 +37,12 @@ pub use {
 use crate::config::{Config, RetentionSettings, RetryPolicy};
 use run::Horizons;
 use crate::db::{Database, DbError};
-use crate::observe;
+use crate::environment::Environment;
+use crate::error::StartupError;
+use crate::observe::Telemetry;
 use crate::processor::Processor;
 use crate::readiness::Readiness;
-use crate::ledger::{self, ReplayFilter};
+use crate::ledger::{Ledger, ReplayFilter};
 use run::Clock;
 
 /// Why an invocation failed. Each variant is a distinct Lambda `errorType`.
@@ -101,24 +103,42 @@ pub struct Retention<P> {
     retry: RetryPolicy,
     lease_margin: Duration,
     ready: Readiness,
+    telemetry: Telemetry,
     progress: Progress,
 }
 
 impl<P: Processor> Retention<P> {
-    /// The retention function's cold start as [`crate::run_retention`] makes it: JSON logging,
-    /// the configuration from the environment, the database (migrated now if it can be). A bad
-    /// setting is an error that names it. `processor` must be the webhook function's.
-    pub async fn from_env(processor: P) -> Result<Self, crate::Error> {
-        let (config, processor) = crate::environment::cold_start(|_| Ok(processor))?;
+    /// The retention function's cold start as [`crate::run_retention`] makes it, with the
+    /// configuration from the environment: the database (migrated now if it can be). A bad
+    /// setting is an error that names it. `processor` must be the webhook function's. Installs
+    /// no logging.
+    pub async fn from_env(processor: P) -> Result<Self, StartupError> {
+        let config =
+            Config::from_env().inspect_err(|e| tracing::error!(error = %e, "bad configuration"))?;
         Self::from_config(&config, processor).await
     }
 
-    /// The same from `config`, leaving logging to the caller.
-    pub async fn from_config(config: &Config, processor: P) -> Result<Self, crate::Error> {
-        observe::set_namespace(&config.metrics_namespace);
-        Ok(crate::environment::retention(config, processor)
+    /// The same from `config`.
+    pub async fn from_config(config: &Config, processor: P) -> Result<Self, StartupError> {
+        Self::assemble(config, processor)
             .await
-            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))?)
+            .inspect_err(|e| tracing::error!(error = %e, "cold start failed"))
+    }
+
+    /// Builds the environment's database and the state from it. Tries to connect, bring the
+    /// schema up to date and run the processor's setup now (as the owner, when its login is
+    /// configured); if the database is not reachable yet, that is logged and left to the first
+    /// invocation.
+    async fn assemble(config: &Config, processor: P) -> Result<Self, StartupError> {
+        let environment = Environment::new();
+        let db = environment.database(config).await?;
+        let owner = environment.owner(config).await?;
+        processor.start().await;
+        let retention = Self::with_parts(config, db, processor).with_owner(owner);
+        if let Err(e) = retention.ensure_ready().await {
+            tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");
+        }
+        Ok(retention)
     }
 
     /// Answers one invocation within its deadline: the report as JSON, or the error as Lambda
@@ -148,6 +168,7 @@ impl<P: Processor> Retention<P> {
             retry,
             lease_margin,
             ready: Readiness::default(),
+            telemetry: Telemetry::default(),
             progress: Progress::Off,
         }
     }
@@ -162,7 +183,16 @@ impl<P: Processor> Retention<P> {
             config.lease_margin,
         );
         retention.ready = Readiness::new(config.database.migrate);
+        retention.telemetry = Telemetry::new(&config.metrics_namespace);
         retention
+    }
+
+    #[doc(hidden)]
+    /// Writes the report's line as `telemetry` says (on stderr for a command run from a
+    /// terminal, in memory for tests).
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 
     #[doc(hidden)]
@@ -190,8 +220,8 @@ impl<P: Processor> Retention<P> {
     /// Connects, brings the schema up to date and runs the processor's setup, as the webhook
     /// function does. Done once per environment; until it succeeds, every invocation tries it.
     pub async fn ensure_ready(&self) -> Result<(), DbError> {
-        let mut session = self.db.session().await;
-        self.ready.ensure(&mut session, &self.processor).await
+        let mut ledger = Ledger::open(&self.db).await;
+        self.ready.ensure(ledger.session(), &self.processor).await
     }
 
     #[doc(hidden)]
@@ -213,9 +243,10 @@ impl<P: Processor> Retention<P> {
         // depth in callers that wrap `handle` in further async code.
         let result = Box::pin(self.execute(&command, clock, &mut report)).await;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
-        observe::emit(&report_line(
+        self.telemetry.emit(&report_line(
             &report,
             result.as_ref().err(),
+            self.telemetry.namespace(),
             SystemTime::now(),
         ));
         result.map(|()| report)
@@ -227,17 +258,17 @@ impl<P: Processor> Retention<P> {
         clock: Clock,
         report: &mut Report,
     ) -> Result<(), RetentionError> {
-        let mut session = self.db.session().await;
+        let mut ledger = Ledger::open(&self.db).await;
         // `migrate` applies the schema itself and reports what it applied.
         if !matches!(command, Command::Migrate {}) {
-            self.ready.ensure(&mut session, &self.processor).await?;
+            self.ready.ensure(ledger.session(), &self.processor).await?;
         }
         match command {
-            Command::Migrate {} => self.migrate(&mut session, report).await,
-            Command::Run {} => self.run(&mut session, clock, report).await,
+            Command::Migrate {} => self.migrate(&mut ledger, report).await,
+            Command::Run {} => self.run(&mut ledger, clock, report).await,
             Command::DryRun {} => {
                 let horizons = Horizons::of(&self.settings);
-                report.would = Some(self.backlog(&mut session, horizons).await?);
+                report.would = Some(self.backlog(&mut ledger, horizons).await?);
                 Ok(())
             }
             Command::Purge {
@@ -245,10 +276,10 @@ impl<P: Processor> Retention<P> {
             } => {
                 let horizon = Duration::from_secs(u64::from(*older_than_days) * 86_400);
                 let horizons = Horizons::all(horizon);
-                let finished = self.purge(&mut session, horizons, clock, report).await?;
+                let finished = self.purge(&mut ledger, horizons, clock, report).await?;
                 report.stopped_early = !finished;
                 report.remaining = self
-                    .remaining(&mut session, clock, horizons, finished, true)
+                    .remaining(&mut ledger, clock, horizons, finished, true)
                     .await;
                 Ok(())
             }
@@ -257,7 +288,7 @@ impl<P: Processor> Retention<P> {
                 delivery_id,
                 force,
             } => {
-                self.replay(&mut session, source, delivery_id, *force, clock, report)
+                self.replay(&mut ledger, source, delivery_id, *force, clock, report)
                     .await
             }
             Command::ReplayAll {
@@ -285,14 +316,14 @@ impl<P: Processor> Retention<P> {
                     remaining: None,
                 };
                 let result = self
-                    .replay_all(&mut session, &filter, *dry_run, clock, report, &mut bulk)
+                    .replay_all(&mut ledger, &filter, *dry_run, clock, report, &mut bulk)
                     .await;
                 // Reported even when the database failed part-way: what was replayed stays.
                 report.bulk_replay = Some(bulk);
                 result
             }
             Command::Stats {} => {
-                let stats = session.run(|c, _| Box::pin(ledger::stats(c))).await?;
+                let stats = ledger.stats().await?;
                 report.stats = Some(stats);
                 Ok(())
             }

@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::RetentionError;
-use crate::observe;
-use crate::pipeline::Settled;
+use crate::observe::{self, Metric};
+use crate::pipeline::{Happened, Outcome};
 use crate::ledger::{LedgerStats, StoredDelivery, Waiting};
 
 /// At most this many dead deliveries are listed in one report; the rest are only counted.
@@ -201,12 +201,13 @@ impl Report {
         }
     }
 
-    pub(super) fn record(&mut self, stored: &StoredDelivery, settled: &Settled) {
-        match settled {
-            Settled::Done => self.redriven.ok += 1,
-            Settled::Failed { .. } => self.redriven.failed += 1,
-            Settled::Dead { error } => self.record_dead(stored, error.clone()),
-            Settled::Fenced => self.redriven.fenced += 1,
+    pub(super) fn record(&mut self, stored: &StoredDelivery, outcome: &Outcome) {
+        match outcome.happened {
+            Happened::Done => self.redriven.ok += 1,
+            Happened::Failed(_) => self.redriven.failed += 1,
+            Happened::Dead => self.record_dead(stored, outcome.reason.clone().unwrap_or_default()),
+            // A re-drive claims nothing: it holds the row, or its finish is fenced.
+            _ => self.redriven.fenced += 1,
         }
     }
 }
@@ -218,7 +219,12 @@ impl Report {
 /// fails, a cold start that fails (no line at all), and a schedule that stopped. A run adds the
 /// ages of the oldest waiting work (`oldest_expired_lease_age_secs`,
 /// `oldest_due_retry_age_secs`); `remaining_purge` is the rows still past the purge horizon.
-pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemTime) -> Value {
+pub fn report_line(
+    report: &Report,
+    error: Option<&RetentionError>,
+    namespace: &str,
+    now: SystemTime,
+) -> Value {
     let counts = [
         ("completed", u64::from(error.is_none()), "Count"),
         ("errors", u64::from(error.is_some()), "Count"),
@@ -231,7 +237,7 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
         ("stopped_early", u64::from(report.stopped_early), "Count"),
         ("elapsed_ms", report.elapsed_ms, "Milliseconds"),
     ];
-    let mut values: Vec<(&str, Value, &str)> = counts
+    let mut values: Vec<(&'static str, Value, &'static str)> = counts
         .into_iter()
         .map(|(name, n, unit)| (name, json!(n), unit))
         .collect();
@@ -252,14 +258,14 @@ pub fn report_line(report: &Report, error: Option<&RetentionError>, now: SystemT
             "Seconds",
         ));
     }
-    let metrics = values
+    let metrics: Vec<Metric> = values
         .iter()
-        .map(|(name, _, unit)| json!({"Name": name, "Unit": unit}))
+        .map(|(name, _, unit)| Metric::new(name, unit))
         .collect();
     let mut line = Map::new();
     line.insert(
         "_aws".into(),
-        observe::emf_block(now, &["command"], metrics),
+        observe::emf_block(now, namespace, &[&["command"]], &metrics),
     );
     let troubled = error.is_some() || report.stopped_early || report.redriven.dead > 0;
     line.insert(
@@ -307,7 +313,7 @@ mod tests {
             purge: 3,
             trim: 0,
         });
-        let v = report_line(&report, None, std::time::UNIX_EPOCH);
+        let v = report_line(&report, None, "hookclaim", std::time::UNIX_EPOCH);
         let cw = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(cw["Dimensions"][0], json!(["command"]));
         assert_eq!(v["command"], "run");
@@ -323,6 +329,7 @@ mod tests {
         let failed = report_line(
             &Report::new("purge"),
             Some(&RetentionError::Database(DbError::Timeout)),
+            "hookclaim",
             std::time::UNIX_EPOCH,
         );
         assert_eq!(failed["level"], "ERROR");

@@ -7,15 +7,15 @@ use super::{
     Backlog, BulkReplayReport, MigrateReport, PhaseError, ReplayReport, Report, Retention,
     RetentionError,
 };
-use crate::db::{classify, DbError, Session};
+use crate::db::{classify, DbError};
 use crate::invocation;
-use crate::pipeline::{self, Settled};
+use crate::pipeline::{self, Happened, Outcome};
 use crate::processor::Processor;
 use crate::schema;
 use crate::config::RetentionSettings;
 use crate::ledger::{
-    self, Attempt, Claimant, Finish, ReclaimCursor, Reclaimed, ReplayCursor, ReplayFilter,
-    StoredDelivery,
+    self, Attempt, Claimant, Finish, Ledger, ReclaimCursor, Reclaimed, ReplayCursor,
+    ReplayFilter, StoredDelivery,
 };
 
 /// The error recorded on a reclaimed row whose payload was already trimmed.
@@ -115,33 +115,33 @@ impl<P: Processor> Retention<P> {
     /// the run then fails with the first phase's error.
     pub(super) async fn run(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         clock: Clock,
         report: &mut Report,
     ) -> Result<(), RetentionError> {
         let mut failed = None;
-        let reclaim = self.reclaim(session, clock.share(1, 2), report).await;
+        let reclaim = self.reclaim(ledger, clock.share(1, 2), report).await;
         let reclaimed_all = phase_ended(report, &mut failed, "reclaim", reclaim);
         let horizons = Horizons::of(&self.settings);
         let purge = self
-            .purge(session, horizons, clock.share(2, 3), report)
+            .purge(ledger, horizons, clock.share(2, 3), report)
             .await;
         let purged_all = phase_ended(report, &mut failed, "purge", purge);
-        let trim = self.trim(session, clock, report).await;
+        let trim = self.trim(ledger, clock, report).await;
         let trimmed_all = phase_ended(report, &mut failed, "trim", trim);
         report.stopped_early = !(reclaimed_all && purged_all && trimmed_all);
         report.remaining = self
-            .remaining(session, clock, horizons, purged_all, trimmed_all)
+            .remaining(ledger, clock, horizons, purged_all, trimmed_all)
             .await;
-        report.waiting = self.waiting(session, clock).await;
+        report.waiting = self.waiting(ledger, clock).await;
         failed.map_or(Ok(()), Err)
     }
 
     /// How long the oldest expired lease and due retry have waited, for the run's metrics; like
     /// [`Self::remaining`], never allowed to outlive the invocation.
-    async fn waiting(&self, session: &mut Session<'_>, clock: Clock) -> Option<ledger::Waiting> {
+    async fn waiting(&self, ledger: &mut Ledger<'_>, clock: Clock) -> Option<ledger::Waiting> {
         let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
-        let waiting = session.run(|c, _| Box::pin(ledger::waiting(c)));
+        let waiting = ledger.waiting();
         match tokio::time::timeout(budget, waiting).await {
             Ok(Ok(waiting)) => Some(waiting),
             Ok(Err(e)) => {
@@ -149,7 +149,7 @@ impl<P: Processor> Retention<P> {
                 None
             }
             Err(_) => {
-                session.discard();
+                ledger.session().discard();
                 tracing::warn!("no time left to measure the waiting work");
                 None
             }
@@ -161,15 +161,14 @@ impl<P: Processor> Retention<P> {
     /// scheduled run never runs it twice; stops at the deadline. A dry run only counts.
     pub(super) async fn replay_all(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         filter: &ReplayFilter<'_>,
         dry_run: bool,
         clock: Clock,
         report: &mut Report,
         bulk: &mut BulkReplayReport,
     ) -> Result<(), RetentionError> {
-        (bulk.matched, bulk.unreplayable) = session
-            .run(|c, _| Box::pin(ledger::count_replayable(c, filter)))
+        (bulk.matched, bulk.unreplayable) = ledger.count_replayable(filter)
             .await?;
         if dry_run {
             bulk.remaining = Some(bulk.matched);
@@ -179,8 +178,7 @@ impl<P: Processor> Retention<P> {
         let mut cursor = ReplayCursor::default();
         let mut progress = self.progress.phase("replay", Some(bulk.matched));
         let finished = 'pages: loop {
-            let (ids, next) = session
-                .run(|c, _| Box::pin(ledger::replay_page(c, filter, &cursor, REPLAY_PAGE_SIZE)))
+            let (ids, next) = ledger.replay_page(filter, &cursor, REPLAY_PAGE_SIZE)
                 .await?;
             if ids.is_empty() {
                 break true;
@@ -191,8 +189,7 @@ impl<P: Processor> Retention<P> {
                 }
                 let deadline = clock.for_delivery(self.settings.redrive_timeout);
                 let claimant = self.claimant(&owner, deadline);
-                let taken = session
-                    .run(|c, _| Box::pin(ledger::take_for_replay(c, filter.source, id, &claimant, false)))
+                let taken = ledger.take_for_replay(filter.source, id, &claimant, false)
                     .await?;
                 progress.advance(1);
                 let Some(stored) = taken else {
@@ -200,15 +197,15 @@ impl<P: Processor> Retention<P> {
                     continue;
                 };
                 report.reclaimed += 1;
-                let settled = self.redrive(session, &stored, &owner, deadline).await?;
-                log_redrive(&stored, &settled);
-                report.record(&stored, &settled);
+                let outcome = self.redrive(ledger, &stored, &owner, deadline).await?;
+                log_redrive(&stored, &outcome);
+                report.record(&stored, &outcome);
             }
             cursor = next;
         };
         report.stopped_early = !finished;
         let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
-        let left = session.run(|c, _| Box::pin(ledger::count_replayable(c, filter)));
+        let left = ledger.count_replayable(filter);
         bulk.remaining = match tokio::time::timeout(budget, left).await {
             Ok(Ok((left, _))) => Some(left),
             Ok(Err(e)) => {
@@ -216,7 +213,7 @@ impl<P: Processor> Retention<P> {
                 None
             }
             Err(_) => {
-                session.discard();
+                ledger.session().discard();
                 tracing::warn!("no time left to count the deliveries left to replay");
                 None
             }
@@ -231,14 +228,14 @@ impl<P: Processor> Retention<P> {
     /// what was due when it started, so each delivery is attempted at most once per run.
     async fn reclaim(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
         let owner = owner_token();
         let mut cursor = ReclaimCursor::default();
         let total = if self.progress.is_on() {
-            Some(session.run(|c, _| Box::pin(ledger::count_reclaimable(c))).await?)
+            Some(ledger.count_reclaimable().await?)
         } else {
             None
         };
@@ -249,8 +246,7 @@ impl<P: Processor> Retention<P> {
             }
             let deadline = clock.for_delivery(self.settings.redrive_timeout);
             let claimant = self.claimant(&owner, deadline);
-            let next = session
-                .run(|c, _| Box::pin(ledger::reclaim_next(c, &claimant, &cursor)))
+            let next = ledger.reclaim_next(&claimant, &cursor)
                 .await?;
             let Some(Reclaimed { cursor: at, taken }) = next else {
                 return Ok(true);
@@ -262,15 +258,15 @@ impl<P: Processor> Retention<P> {
             if stored.gave_up {
                 // Not run again: its attempts kept dying before they could record anything.
                 let error = stored.last_error.clone().unwrap_or_default();
-                log_redrive(&stored, &Settled::Dead { error: error.clone() });
+                log_redrive(&stored, &Outcome::dead(stored.attempt, error.clone()));
                 report.record_dead(&stored, error);
                 progress.advance(1);
                 continue;
             }
             report.reclaimed += 1;
-            let settled = self.redrive(session, &stored, &owner, deadline).await?;
-            log_redrive(&stored, &settled);
-            report.record(&stored, &settled);
+            let outcome = self.redrive(ledger, &stored, &owner, deadline).await?;
+            log_redrive(&stored, &outcome);
+            report.record(&stored, &outcome);
             progress.advance(1);
         }
     }
@@ -290,11 +286,11 @@ impl<P: Processor> Retention<P> {
     /// without its payload is marked dead, since there is nothing to run.
     async fn redrive(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         stored: &StoredDelivery,
         owner: &str,
         deadline: SystemTime,
-    ) -> Result<Settled, DbError> {
+    ) -> Result<Outcome, DbError> {
         let Some(delivery) = pipeline::delivery_of(stored) else {
             let at = Attempt {
                 source: &stored.source,
@@ -302,18 +298,15 @@ impl<P: Processor> Retention<P> {
                 attempt: stored.attempt,
                 owner,
             };
-            let finish = session
-                .run(|c, _| Box::pin(ledger::finish_dead(c, &at, TRIMMED_PAYLOAD_ERROR)))
+            let finish = ledger.finish_dead(&at, TRIMMED_PAYLOAD_ERROR)
                 .await?;
             return Ok(match finish {
-                Finish::Applied => Settled::Dead {
-                    error: TRIMMED_PAYLOAD_ERROR.into(),
-                },
-                Finish::Fenced => Settled::Fenced,
+                Finish::Applied => Outcome::dead(stored.attempt, TRIMMED_PAYLOAD_ERROR.into()),
+                Finish::Fenced => Outcome::fenced(stored.attempt),
             });
         };
         pipeline::run_claimed(
-            session,
+            ledger,
             &self.processor,
             &delivery,
             owner,
@@ -327,13 +320,13 @@ impl<P: Processor> Retention<P> {
     /// whether it ran out of work.
     pub(super) async fn purge(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         horizons: Horizons,
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
         let total = if self.progress.is_on() {
-            Some(self.count_purgeable(session, horizons).await?)
+            Some(self.count_purgeable(ledger, horizons).await?)
         } else {
             None
         };
@@ -344,8 +337,7 @@ impl<P: Processor> Retention<P> {
                 if clock.expired() {
                     return Ok(false);
                 }
-                let purged = session
-                    .run(|c, _| Box::pin(ledger::purge_batch(c, long_key_retention, horizon, batch)))
+                let purged = ledger.purge_batch(long_key_retention, horizon, batch)
                     .await;
                 match purged {
                     Ok(n) => {
@@ -383,14 +375,14 @@ impl<P: Processor> Retention<P> {
     /// [`Self::dead_long_horizon`]) in batches. Returns whether it ran out of work.
     async fn trim(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         clock: Clock,
         report: &mut Report,
     ) -> Result<bool, RetentionError> {
         for (long_key_retention, horizon) in self.trim_horizons() {
             if let Some(horizon) = horizon {
                 let trimmed_all = self
-                    .trim_done(session, long_key_retention, horizon, clock, report)
+                    .trim_done(ledger, long_key_retention, horizon, clock, report)
                     .await?;
                 if !trimmed_all {
                     return Ok(false);
@@ -404,8 +396,7 @@ impl<P: Processor> Retention<P> {
                 return Ok(false);
             }
             let dead_after = self.settings.trim_dead_after;
-            let trimmed = session
-                .run(|c, _| Box::pin(ledger::trim_dead_batch(c, dead_after, long, batch)))
+            let trimmed = ledger.trim_dead_batch(dead_after, long, batch)
                 .await;
             match trimmed {
                 Ok(n) => {
@@ -423,7 +414,7 @@ impl<P: Processor> Retention<P> {
     /// from where the last trim stopped. Returns whether it ran out of work.
     async fn trim_done(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         long_key_retention: bool,
         horizon: Duration,
         clock: Clock,
@@ -435,8 +426,7 @@ impl<P: Processor> Retention<P> {
             if clock.expired() {
                 return Ok(false);
             }
-            let trimmed = session
-                .run(|c, _| Box::pin(ledger::trim_batch(c, long_key_retention, horizon, cursor, batch)))
+            let trimmed = ledger.trim_batch(long_key_retention, horizon, cursor, batch)
                 .await;
             let trimmed = match trimmed {
                 Ok(trimmed) => trimmed,
@@ -456,27 +446,25 @@ impl<P: Processor> Retention<P> {
     /// Counts what a run would find now (with `purge_after` as the purge horizon).
     pub(super) async fn backlog(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         horizons: Horizons,
     ) -> Result<Backlog, DbError> {
         Ok(Backlog {
-            reclaim: session
-                .run(|c, _| Box::pin(ledger::count_reclaimable(c)))
+            reclaim: ledger.count_reclaimable()
                 .await?,
-            purge: self.count_purgeable(session, horizons).await?,
-            trim: self.count_trimmable(session, horizons).await?,
+            purge: self.count_purgeable(ledger, horizons).await?,
+            trim: self.count_trimmable(ledger, horizons).await?,
         })
     }
 
     async fn count_purgeable(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         horizons: Horizons,
     ) -> Result<u64, DbError> {
         let mut n = 0;
         for (long_key_retention, horizon) in horizons.each() {
-            n += session
-                .run(|c, _| Box::pin(ledger::count_purgeable(c, long_key_retention, horizon)))
+            n += ledger.count_purgeable(long_key_retention, horizon)
                 .await?;
         }
         Ok(n)
@@ -484,22 +472,20 @@ impl<P: Processor> Retention<P> {
 
     async fn count_trimmable(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         horizons: Horizons,
     ) -> Result<u64, DbError> {
         let mut n = 0;
         let horizons = self.trim_horizons().into_iter().zip(horizons.each());
         for ((long_key_retention, trim_after), (_, purge_after)) in horizons {
             if let Some(trim_after) = trim_after {
-                n += session
-                    .run(|c, _| Box::pin(ledger::count_trimmable(c, long_key_retention, trim_after, purge_after)))
+                n += ledger.count_trimmable(long_key_retention, trim_after, purge_after)
                     .await?;
             }
         }
         let dead_after = self.settings.trim_dead_after;
         let long = self.dead_long_horizon();
-        n += session
-            .run(|c, _| Box::pin(ledger::count_dead_trimmable(c, dead_after, long)))
+        n += ledger.count_dead_trimmable(dead_after, long)
             .await?;
         Ok(n)
     }
@@ -510,7 +496,7 @@ impl<P: Processor> Retention<P> {
     /// deadline, the report says `null` rather than losing the whole report to a timeout.
     pub(super) async fn remaining(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         clock: Clock,
         horizons: Horizons,
         purge_finished: bool,
@@ -518,16 +504,15 @@ impl<P: Processor> Retention<P> {
     ) -> Option<Backlog> {
         let budget = clock.until_deadline().saturating_sub(REPORT_RESERVE);
         let count = async {
-            let reclaim = session
-                .run(|c, _| Box::pin(ledger::count_reclaimable(c)))
+            let reclaim = ledger.count_reclaimable()
                 .await?;
             let purge = match purge_finished {
                 true => 0,
-                false => self.count_purgeable(session, horizons).await?,
+                false => self.count_purgeable(ledger, horizons).await?,
             };
             let trim = match trim_finished {
                 true => 0,
-                false => self.count_trimmable(session, horizons).await?,
+                false => self.count_trimmable(ledger, horizons).await?,
             };
             Ok::<_, DbError>(Backlog {
                 reclaim,
@@ -543,7 +528,7 @@ impl<P: Processor> Retention<P> {
             }
             Err(_) => {
                 // A statement may still be running on the connection; start afresh next time.
-                session.discard();
+                ledger.session().discard();
                 tracing::warn!("no time left to count the remaining work");
                 None
             }
@@ -552,7 +537,7 @@ impl<P: Processor> Retention<P> {
 
     pub(super) async fn replay(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         source: &str,
         delivery_id: &str,
         force: bool,
@@ -562,24 +547,22 @@ impl<P: Processor> Retention<P> {
         let owner = owner_token();
         let deadline = clock.for_delivery(self.settings.redrive_timeout);
         let claimant = self.claimant(&owner, deadline);
-        let taken = session
-            .run(|c, _| Box::pin(ledger::take_for_replay(c, source, delivery_id, &claimant, force)))
+        let taken = ledger.take_for_replay(source, delivery_id, &claimant, force)
             .await?;
         let Some(stored) = taken else {
-            let state = session
-                .run(|c, _| Box::pin(ledger::state(c, source, delivery_id)))
+            let state = ledger.state(source, delivery_id)
                 .await?;
             return Err(refusal(source, delivery_id, state));
         };
         report.reclaimed += 1;
-        let settled = self.redrive(session, &stored, &owner, deadline).await?;
-        log_redrive(&stored, &settled);
-        report.record(&stored, &settled);
+        let outcome = self.redrive(ledger, &stored, &owner, deadline).await?;
+        log_redrive(&stored, &outcome);
+        report.record(&stored, &outcome);
         report.replay = Some(ReplayReport {
-            outcome: settled.name(),
-            error: settled.error().map(str::to_owned),
-            retry_in_secs: match settled {
-                Settled::Failed { retry_in, .. } => Some(retry_in.as_secs_f64()),
+            outcome: outcome.name(),
+            error: outcome.reason.clone(),
+            retry_in_secs: match outcome.happened {
+                Happened::Failed(retry_in) => Some(retry_in.as_secs_f64()),
                 _ => None,
             },
             source: stored.source,
@@ -591,11 +574,11 @@ impl<P: Processor> Retention<P> {
 
     pub(super) async fn migrate(
         &self,
-        session: &mut Session<'_>,
+        ledger: &mut Ledger<'_>,
         report: &mut Report,
     ) -> Result<(), RetentionError> {
-        let applied = self.ready.migrate(session, &self.processor).await?;
-        let client = session.client().await?;
+        let applied = self.ready.migrate(ledger.session(), &self.processor).await?;
+        let client = ledger.session().client().await?;
         let version = schema::current_version(&*client).await.map_err(classify)?;
         report.migrations = Some(MigrateReport { applied, version });
         Ok(())
@@ -654,17 +637,18 @@ fn refusal(source: &str, delivery_id: &str, state: Option<ledger::DeliveryState>
     RetentionError::ReplayRefused(format!("{key}: {why}"))
 }
 
-fn log_redrive(stored: &StoredDelivery, settled: &Settled) {
+fn log_redrive(stored: &StoredDelivery, outcome: &Outcome) {
     tracing::info!(
         source = %stored.source,
         delivery_id = %stored.delivery_id,
         attempt = stored.attempt,
-        outcome = settled.name(),
-        error = settled.error(),
+        outcome = outcome.name(),
+        error = outcome.reason.as_deref(),
         "re-driven"
     );
 }
 
+/// A retention run's owner token: marked as the retention function's in the row it holds.
 fn owner_token() -> String {
-    format!("retention-{:032x}", fastrand::u128(..))
+    format!("retention-{}", ledger::owner_token())
 }

@@ -908,7 +908,7 @@ async fn an_rds_managed_secret_without_a_host_setting_stops_the_cold_start_namin
         &[("DATABASE_SECRET_ARN", &arn)],
     );
 
-    let err = match hookclaim::environment::webhook(&config, StoreOnly).await {
+    let err = match hookclaim::Webhook::from_config(&config, StoreOnly).await {
         Ok(_) => panic!("the cold start should fail without a host"),
         Err(e) => e.to_string(),
     };

@@ -7,7 +7,8 @@ use crate::support;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use hookclaim::forward::{Forwarder, IDEMPOTENCY_KEY};
+use hookclaim::forward::Forwarder;
+use hookclaim::keyed::IDEMPOTENCY_KEY;
 use hookclaim::processor::{Delivery, ProcessError, Processor};
 use hookclaim::work::Work;
 use support::endpoint::{self, HttpCall};

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::support::licences::Licences;
 use hookclaim::config::{Config, RetentionSettings, RetryPolicy};
-use hookclaim::ledger::{self, Attempt, Claim, Finish};
-use hookclaim::pipeline::{self, Settled};
+use hookclaim::ledger::{self, Attempt, Claim, Finish, Ledger};
+use hookclaim::pipeline::{self, Happened};
 use hookclaim::processor::{Delivery, ProcessError, Processor, StoreOnly};
 use hookclaim::retention::{Backlog, Report, Retention, RetentionError, TRIMMED_PAYLOAD_ERROR};
 use hookclaim::work::Work;
@@ -369,9 +369,9 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     // The first invocation thaws and finishes its attempt 1, by every route it has.
     let delivery = Delivery::new("stripe", "evt_zombie", body.into_bytes());
     let retry = usual_policy();
-    let mut session = r.database().session().await;
+    let mut ledger = Ledger::open(r.database()).await;
     let done = pipeline::run_claimed(
-        &mut session,
+        &mut ledger,
         &Licences,
         &delivery,
         "zombie",
@@ -380,7 +380,7 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
     )
     .await;
     let failed = pipeline::run_claimed(
-        &mut session,
+        &mut ledger,
         &AlwaysRetry,
         &delivery,
         "zombie",
@@ -388,12 +388,12 @@ async fn a_zombie_finishing_after_the_redrive_took_over_changes_nothing() {
         in_a_minute(),
     )
     .await;
-    drop(session);
+    drop(ledger);
     let at = first_attempt("evt_zombie", "zombie");
     let dead = ledger::finish_dead(&c, &at, "late").await.unwrap();
 
-    assert_eq!(done.unwrap(), Settled::Fenced);
-    assert_eq!(failed.unwrap(), Settled::Fenced);
+    assert_eq!(done.unwrap().happened, Happened::Fenced);
+    assert_eq!(failed.unwrap().happened, Happened::Fenced);
     assert_eq!(dead, Finish::Fenced);
     assert_eq!(snapshot(&c).await, before, "nothing changed");
     assert_eq!(licences(&c, "order-z").await, 1);
@@ -1004,7 +1004,7 @@ async fn every_run_reports_how_long_the_oldest_waiting_work_has_waited() {
         (300.0..400.0).contains(&waiting.due_retry_secs),
         "{waiting:?}"
     );
-    let line = hookclaim::retention::report_line(&report, None, SystemTime::now());
+    let line = hookclaim::retention::report_line(&report, None, "hookclaim", SystemTime::now());
     assert!(line["oldest_expired_lease_age_secs"].as_f64().unwrap() >= 600.0);
     assert!(line["oldest_due_retry_age_secs"].as_f64().unwrap() >= 300.0);
     assert_eq!(

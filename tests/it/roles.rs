@@ -128,7 +128,7 @@ async fn deployed_retention<P: Processor>(
     ];
     all.extend_from_slice(overrides);
     let config = support::config(&roles.app_url, &all);
-    hookclaim::environment::retention(&config, processor)
+    hookclaim::Retention::from_config(&config, processor)
         .await
         .expect("retention cold start")
 }
@@ -824,7 +824,7 @@ async fn in_aws_the_retention_function_reads_the_owners_secret_to_migrate_and_wo
     ];
     let config = support::config(&db.url, &settings);
 
-    let retention = hookclaim::environment::retention(&config, StoreOnly)
+    let retention = hookclaim::Retention::from_config(&config, StoreOnly)
         .await
         .expect("retention cold start");
     let stats = retention

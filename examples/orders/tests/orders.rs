@@ -3,7 +3,7 @@
 //! and a second event about the same order. `DATABASE_URL` names a database the test may write
 //! to (`scripts/test` starts a throwaway one); each run uses order ids of its own.
 
-use hookclaim::testing::{Harness, Ran};
+use hookclaim::testing::{Happened, Harness};
 use hookclaim::tokio_postgres::{self, NoTls};
 use hookclaim::Delivery;
 use hookclaim_example_orders::Orders;
@@ -71,7 +71,10 @@ async fn a_paid_order_is_recorded_once_under_redelivery_redrive_and_a_second_eve
         true,
     );
 
-    assert_eq!(harness.deliver(&completed).await.unwrap(), Ran::Done);
+    assert_eq!(
+        harness.deliver(&completed).await.unwrap().happened,
+        Happened::Done
+    );
     let once = vec![(
         Some(4900),
         Some("eur".to_string()),
@@ -80,9 +83,15 @@ async fn a_paid_order_is_recorded_once_under_redelivery_redrive_and_a_second_eve
     assert_eq!(recorded(&url, &order).await, once);
 
     // The sender's redelivery of the same event: a duplicate, the processor does not run.
-    assert_eq!(harness.deliver(&completed).await.unwrap(), Ran::Duplicate);
+    assert_eq!(
+        harness.deliver(&completed).await.unwrap().happened,
+        Happened::Duplicate
+    );
     // The retention function's re-drive runs it again: still one row.
-    assert_eq!(harness.redrive(&completed).await.unwrap(), Ran::Done);
+    assert_eq!(
+        harness.redrive(&completed).await.unwrap().happened,
+        Happened::Done
+    );
     // Another event about the same order: done, and still one row, the first event's.
     let succeeded = checkout(
         &format!("evt_b_{run}"),
@@ -90,7 +99,10 @@ async fn a_paid_order_is_recorded_once_under_redelivery_redrive_and_a_second_eve
         &order,
         true,
     );
-    assert_eq!(harness.deliver(&succeeded).await.unwrap(), Ran::Done);
+    assert_eq!(
+        harness.deliver(&succeeded).await.unwrap().happened,
+        Happened::Done
+    );
     assert_eq!(recorded(&url, &order).await, once);
 }
 
@@ -106,7 +118,10 @@ async fn an_unpaid_session_records_nothing_and_a_session_without_an_id_is_dead()
         &order,
         false,
     );
-    assert_eq!(harness.deliver(&unpaid).await.unwrap(), Ran::Done);
+    assert_eq!(
+        harness.deliver(&unpaid).await.unwrap().happened,
+        Happened::Done
+    );
     assert_eq!(recorded(&url, &order).await, vec![]);
 
     let no_id = checkout(
@@ -115,8 +130,8 @@ async fn an_unpaid_session_records_nothing_and_a_session_without_an_id_is_dead()
         "",
         true,
     );
-    match harness.deliver(&no_id).await.unwrap() {
-        Ran::Dead { error } => assert!(error.contains("without an id"), "{error}"),
-        other => panic!("expected dead, got {other:?}"),
-    }
+    let dead = harness.deliver(&no_id).await.unwrap();
+    assert_eq!(dead.happened, Happened::Dead, "{dead:?}");
+    let error = dead.reason.unwrap_or_default();
+    assert!(error.contains("without an id"), "{error}");
 }

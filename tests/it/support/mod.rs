@@ -491,7 +491,7 @@ pub async fn webhook<P: hookclaim::processor::Processor>(
     processor: P,
 ) -> hookclaim::webhook::Webhook<P> {
     let config = config(url, overrides);
-    hookclaim::environment::webhook(&config, processor)
+    hookclaim::Webhook::from_config(&config, processor)
         .await
         .expect("webhook cold start")
         .with_clock(events_clock)
@@ -505,7 +505,7 @@ pub async fn retention<P: hookclaim::processor::Processor>(
     processor: P,
 ) -> hookclaim::retention::Retention<P> {
     let config = config(url, overrides);
-    hookclaim::environment::retention(&config, processor)
+    hookclaim::Retention::from_config(&config, processor)
         .await
         .expect("retention cold start")
 }
