@@ -8,6 +8,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio_postgres::Transaction;
 
+use crate::error::StartupError;
 use crate::work::Work;
 
 /// A verified, claimed delivery, as the processor sees it.
@@ -229,8 +230,10 @@ pub trait Processor: Send + Sync + 'static {
 
     /// Makes what the processor keeps for the execution environment's lifetime (clients of
     /// other services). Runs once, at cold start, before the first delivery; nothing by default.
-    fn start(&self) -> impl Future<Output = ()> + Send {
-        async {}
+    /// An error stops the cold start ([`StartupError::processor`] names the setting at fault),
+    /// as a bad setting does.
+    fn start(&self) -> impl Future<Output = Result<(), StartupError>> + Send {
+        async { Ok(()) }
     }
 
     /// Whether this processor does nothing beyond storing the delivery (the table is the inbox):

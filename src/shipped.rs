@@ -134,7 +134,7 @@ impl Processor for Shipped {
         each!(self, p => p.stores_only())
     }
 
-    async fn start(&self) {
+    async fn start(&self) -> Result<(), StartupError> {
         each!(self, p => p.start().await)
     }
 

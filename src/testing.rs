@@ -51,6 +51,9 @@ pub enum HarnessError {
     /// The database could not be reached or migrated, or a statement failed.
     #[error(transparent)]
     Database(#[from] DbError),
+    /// The processor could not start ([`Processor::start`]).
+    #[error(transparent)]
+    Processor(StartupError),
 }
 
 impl From<StartupError> for HarnessError {
@@ -58,6 +61,7 @@ impl From<StartupError> for HarnessError {
         match e {
             StartupError::Config(e) => HarnessError::Config(e),
             StartupError::Database(e) => HarnessError::Database(e),
+            e @ StartupError::Processor { .. } => HarnessError::Processor(e),
             // The harness's database comes from its URL alone: no secret, no processor made.
             other => HarnessError::Config(ConfigError {
                 setting: "DATABASE_URL",
@@ -87,7 +91,7 @@ impl<P: Processor> Harness<P> {
             _ => None,
         })?;
         let db = environment::database(&config).await?;
-        processor.start().await;
+        processor.start().await?;
         Readiness::default()
             .ensure(Ledger::open(&db).await.session(), &processor)
             .await?;

@@ -34,6 +34,7 @@ use crate::aws::Aws;
 use crate::config::{DestinationConfig, Destinations as DestinationsConfig, Target};
 use crate::observe::{self, Metric, Telemetry};
 use crate::keyed::ClientError;
+use crate::error::StartupError;
 use crate::processor::{Delivery, ProcessError, Processor};
 use crate::work::Work;
 
@@ -181,7 +182,7 @@ impl Processor for Destinations {
         "destinations"
     }
 
-    async fn start(&self) {
+    async fn start(&self) -> Result<(), StartupError> {
         // The clients are made once per execution environment, here at cold start, and only
         // for the kinds some source uses.
         if self.uses("sqs") {
@@ -193,6 +194,7 @@ impl Processor for Destinations {
         if self.uses("stepfunctions") {
             self.aws.step_functions().await;
         }
+        Ok(())
     }
 
     async fn process(&self, d: &Delivery, work: &mut Work<'_>) -> Result<(), ProcessError> {

@@ -133,7 +133,7 @@ impl<P: Processor> Retention<P> {
         let environment = Environment::new();
         let db = environment.database(config).await?;
         let owner = environment.owner(config).await?;
-        processor.start().await;
+        processor.start().await?;
         let retention = Self::with_parts(config, db, processor).with_owner(owner);
         if let Err(e) = retention.ensure_ready().await {
             tracing::warn!(error = %e, "database not ready at cold start; will retry on first invocation");

@@ -414,3 +414,36 @@ async fn a_users_own_subscriber_sees_each_delivery_as_an_event_with_its_fields()
         "hookclaim"
     );
 }
+
+/// A processor whose start fails (a client it cannot make) stops the cold start with its own
+/// setting named, as a bad setting does.
+#[tokio::test]
+async fn a_processor_whose_start_fails_stops_the_cold_start_naming_its_setting() {
+    struct NeedsClient;
+    impl Processor for NeedsClient {
+        fn name(&self) -> &'static str {
+            "needs-client"
+        }
+        async fn start(&self) -> Result<(), hookclaim::StartupError> {
+            Err(hookclaim::StartupError::processor(
+                "CHAT_API_URL",
+                "not an https:// URL",
+            ))
+        }
+        async fn process(&self, _: &Delivery, _: &mut Work<'_>) -> Result<(), ProcessError> {
+            Ok(())
+        }
+    }
+    let db = TestDb::migrated().await;
+    let config = support::config(&db.url, &[]);
+
+    let e = match hookclaim::Webhook::from_config(&config, NeedsClient).await {
+        Ok(_) => panic!("the cold start went on"),
+        Err(e) => e,
+    };
+
+    assert_eq!(e.setting(), Some("CHAT_API_URL"));
+    assert_eq!(e.to_string(), "CHAT_API_URL: not an https:// URL");
+    let diagnostic = lambda_runtime::Diagnostic::from(e);
+    assert_eq!(diagnostic.error_type, "hookclaim.Processor");
+}
