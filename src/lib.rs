@@ -82,6 +82,10 @@ pub use hookclaim_verify::handshake;
 pub use hookclaim_verify::secret;
 #[cfg(not(feature = "internals"))]
 use hookclaim_verify::secret;
+/// The `lambda_http` hookclaim is built with (1.x), for a `main` of your own that serves
+/// [`Webhook`] beside routes of its own: `hookclaim::lambda_http::run(…)` needs no version of
+/// it chosen to match.
+pub use lambda_http;
 
 internal_modules!(
     #[cfg(any(

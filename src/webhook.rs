@@ -41,15 +41,15 @@ const COMMON_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 /// router, and sits beside routes of your own in your own `lambda_http::run`:
 ///
 /// ```no_run
+/// use hookclaim::lambda_http::{self, service_fn, Body, Error, Request, Response};
 /// use hookclaim::{StoreOnly, Webhook};
-/// use lambda_http::{service_fn, Body, Error, Request, Response};
 ///
 /// #[tokio::main(flavor = "current_thread")]
 /// async fn main() -> Result<(), Error> {
 ///     let webhook = Webhook::from_env(StoreOnly).await?;
 ///     let webhook = &webhook;
 ///     lambda_http::run(service_fn(move |req: Request| async move {
-///         if req.uri().path().ends_with("/health") {
+///         if req.uri().path() == "/health" {
 ///             return Ok::<_, Error>(Response::new(Body::from("ok")));
 ///         }
 ///         Ok(webhook.handle(req).await)
@@ -231,7 +231,7 @@ impl<P: Processor> Webhook<P> {
     async fn assemble(config: &Config, processor: P) -> Result<Self, StartupError> {
         let environment = Environment::new();
         let keys = environment.keys(config)?;
-        processor.start().await;
+        processor.start().await?;
         let db = environment.database(config).await?;
         let owner = environment.owner(config).await?;
         let webhook = Webhook::new(config, keys, db, processor, owner);
