@@ -1,22 +1,4 @@
-//! The processor's side of a delivery's transaction.
-//!
-//! A processor's writes are queued, not sent: when it succeeds, BEGIN, its writes, the fenced
-//! finish and COMMIT go to the server back to back and are answered together, so an
-//! in-transaction processor costs one round trip after the claim. The fence fails the
-//! transaction when another attempt has taken the delivery over, which turns the COMMIT sent
-//! with it into a rollback. A processor that has to read before it writes uses
-//! [`Work::query`], which costs one more round trip and sees the writes queued before it.
-//!
-//! Parameters are ordinary [`ToSql`] values, encoded when they are passed, so a value borrowed
-//! from the delivery or a local variable needs to live only for the call. Each value is sent
-//! with the first PostgreSQL built-in type its `ToSql` implementation accepts, scalars before
-//! arrays (`bool`, `int8`, `int4`, `int2`, `"char"`, `oid`, `float8`, `float4`, `numeric`,
-//! `text`, `bytea`, `jsonb`, `timestamptz`, `timestamp`, `date`, `time`, `interval`, `uuid`,
-//! `inet`; so `i64` as `int8`, `&str` and `String` as `text`, `serde_json::Value` as `jsonb`,
-//! `SystemTime` as `timestamptz`, `Option<T>` as `T`'s); the server converts it where
-//! the statement needs another type an assignment cast reaches (`text` into a `varchar`
-//! column, `int4` into a `bigint` one). A value of no built-in type (an enum of your own) is
-//! passed as text and cast in SQL (`$1::text::mood`).
+//! The processor's side of a delivery's transaction: [`Work`].
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -37,8 +19,8 @@ pub enum WorkError {
     /// The database refused a statement, or the connection failed.
     #[error(transparent)]
     Database(#[from] tokio_postgres::Error),
-    /// A parameter has no PostgreSQL built-in type (see the module documentation): nothing was
-    /// sent.
+    /// A parameter has no PostgreSQL built-in type (see [`Work`] for the types taken): nothing
+    /// was sent.
     #[error("parameter ${index} of `{sql}`: no PostgreSQL built-in type takes this Rust type; pass it as text and cast in SQL")]
     Parameter {
         /// 1-based, as `$1` in the statement.
@@ -171,9 +153,27 @@ impl Statement {
     }
 }
 
-/// The transaction a processor works in, under the claim of the delivery it processes; see
-/// the module documentation. hookclaim makes it (the webhook function, the retention re-drive,
-/// [`crate::testing`]) and commits it when the processor succeeds.
+/// The transaction a processor works in, under the claim of the delivery it processes.
+/// hookclaim makes it (the webhook function, the retention re-drive, [`crate::testing`]) and
+/// commits it when the processor succeeds.
+///
+/// A processor's writes are queued, not sent: when it succeeds, BEGIN, its writes, the fenced
+/// finish and COMMIT go to the server back to back and are answered together, so an
+/// in-transaction processor costs one round trip after the claim. The fence fails the
+/// transaction when another attempt has taken the delivery over, which turns the COMMIT sent
+/// with it into a rollback. A processor that has to read before it writes uses
+/// [`Work::query`], which costs one more round trip and sees the writes queued before it.
+///
+/// Parameters are ordinary [`ToSql`] values, encoded when they are passed, so a value borrowed
+/// from the delivery or a local variable needs to live only for the call. Each value is sent
+/// with the first PostgreSQL built-in type its `ToSql` implementation accepts, scalars before
+/// arrays (`bool`, `int8`, `int4`, `int2`, `"char"`, `oid`, `float8`, `float4`, `numeric`,
+/// `text`, `bytea`, `jsonb`, `timestamptz`, `timestamp`, `date`, `time`, `interval`, `uuid`,
+/// `inet`; so `i64` as `int8`, `&str` and `String` as `text`, `serde_json::Value` as `jsonb`,
+/// `SystemTime` as `timestamptz`, `Option<T>` as `T`'s); the server converts it where
+/// the statement needs another type an assignment cast reaches (`text` into a `varchar`
+/// column, `int4` into a `bigint` one). A value of no built-in type (an enum of your own) is
+/// passed as text and cast in SQL (`$1::text::mood`).
 pub struct Work<'c> {
     conn: &'c mut Client,
     /// BEGIN has been sent and the transaction has not been ended.

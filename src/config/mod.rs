@@ -11,9 +11,12 @@ mod sources;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use database::{
-    DatabaseConfig, DatabaseFrom, DbSettings, Endpoint, LoginParts, MigrateMode, TlsMode,
-};
+pub use database::{DatabaseConfig, DatabaseFrom, DbSettings, MigrateMode, TlsMode};
+// What only the parts a build may leave out read: re-exported with them, so a build without
+// them has no unused import.
+#[cfg(feature = "secrets-manager")]
+pub use database::{Endpoint, LoginParts};
+#[cfg(feature = "destinations")]
 pub use destinations::{DestinationConfig, Destinations, Target};
 pub use processing::{ProcessorChoice, RetentionSettings, RetryPolicy};
 pub use sources::{SecretsFrom, Source};

@@ -27,9 +27,10 @@
 //! The crate's README and `examples/verify_requests.rs` show a Stripe, a GitHub and a Slack
 //! request verified and a Slack handshake answered, with plain `http` types.
 //!
-//! With the `sign` feature (for tests; off by default), the crate also signs: [`sign`] gives
-//! the headers a sender of any scheme sends with an [`Outgoing`] request, under
-//! [`SigningKey`]s, and [`sign_as`] signs as a named provider with its default settings.
+//! With the `sign` feature (for tests; off by default), the crate also signs: `sign` gives
+//! the headers a sender of any scheme sends with an `Outgoing` request, under `SigningKey`s,
+//! and `sign_as` signs as a named provider with its default settings (documented with the
+//! feature on: `cargo doc --features sign`, as docs.rs builds it).
 //!
 //! One file per kind: `stripe`, `github`, `standard` (Standard Webhooks, `v1` and `v1a`),
 //! `hmac` (generic HMAC of the body), `signed` (a configurable signed message), `ed25519`
