@@ -47,13 +47,7 @@ impl Ed25519Scheme {
         request: &crate::sign::Outgoing<'_>,
         signed: &mut crate::sign::Signed,
     ) -> Result<(), crate::sign::SignError> {
-        let key = keys
-            .iter()
-            .find_map(|key| match &key.inner {
-                crate::sign::Key::Ed25519(key) => Some(key),
-                crate::sign::Key::Hmac(_) => None,
-            })
-            .ok_or(crate::sign::SignError::NoKey)?;
+        let key = crate::sign::first_ed25519(keys)?;
         let timestamp = request.timestamp(TimestampUnit::Seconds);
         let signature = sign(key, &[timestamp.as_bytes(), request.body]);
         signed.set(&self.signature_header, hex::encode(signature));

@@ -72,6 +72,26 @@ impl SigningKey {
     }
 }
 
+/// The first HMAC secret or token among `keys`: what a scheme that signs with one key uses.
+pub(crate) fn first_hmac(keys: &[SigningKey]) -> Result<&[u8], SignError> {
+    keys.iter()
+        .find_map(|key| match &key.inner {
+            Key::Hmac(bytes) => Some(bytes.as_slice()),
+            Key::Ed25519(_) => None,
+        })
+        .ok_or(SignError::NoKey)
+}
+
+/// The first Ed25519 key among `keys`.
+pub(crate) fn first_ed25519(keys: &[SigningKey]) -> Result<&ed25519_dalek::SigningKey, SignError> {
+    keys.iter()
+        .find_map(|key| match &key.inner {
+            Key::Ed25519(key) => Some(key),
+            Key::Hmac(_) => None,
+        })
+        .ok_or(SignError::NoKey)
+}
+
 impl fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[redacted]")

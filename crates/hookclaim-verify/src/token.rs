@@ -40,13 +40,7 @@ impl TokenScheme {
         request: &crate::sign::Outgoing<'_>,
         signed: &mut crate::sign::Signed,
     ) -> Result<(), crate::sign::SignError> {
-        let token = keys
-            .iter()
-            .find_map(|key| match &key.inner {
-                crate::sign::Key::Hmac(bytes) => Some(bytes),
-                crate::sign::Key::Ed25519(_) => None,
-            })
-            .ok_or(crate::sign::SignError::NoKey)?;
+        let token = crate::sign::first_hmac(keys)?;
         // Verification reads the header as visible ASCII; anything else could never match.
         let token = std::str::from_utf8(token)
             .ok()
