@@ -80,6 +80,9 @@ use crate::readiness::Readiness;
 pub use crate::retention::{Backlog, DeadDelivery, PhaseError, Redriven, Report};
 use crate::retention::{Retention, RetentionError};
 use crate::secret::SecretsDocument;
+/// A key to sign with, for [`RequestBuilder::signing_key`]: hookclaim-verify's.
+#[cfg(feature = "testing")]
+pub use crate::verify::SigningKey;
 use crate::verify::{IdOrigin, Scheme};
 use crate::webhook::Webhook;
 #[cfg(feature = "testing")]
@@ -241,7 +244,8 @@ impl<P: Processor> HarnessBuilder<P> {
     /// Connects to `database_url` (a test database the harness may create a schema in; no
     /// TLS), creates the harness's schema, applies hookclaim's migrations there, and runs the
     /// processor's [`Processor::start`] and [`Processor::setup`] (whose tables land in the
-    /// schema too).
+    /// schema too). The harness's sessions are given the schema as their `search_path` through
+    /// the URL's `options`, which replaces any the URL has.
     pub async fn connect(self, database_url: &str) -> Result<Harness<P>, HarnessError> {
         let HarnessBuilder {
             processor,

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use hookclaim::testing::{Happened, Harness, Status};
+use hookclaim::testing::{Happened, Harness, SigningKey, Status};
 use hookclaim::tokio_postgres::{self, Transaction};
 use hookclaim::{Delivery, ProcessError, Processor, Work};
 
@@ -263,7 +263,7 @@ async fn a_signed_request_goes_through_the_real_webhook_and_a_wrong_key_is_refus
     let forged = harness
         .request("stripe")
         .body(r#"{"id":"evt_forged","type":"invoice.paid"}"#)
-        .signing_key(hookclaim::verify::SigningKey::hmac("not the secret"))
+        .signing_key(SigningKey::hmac("not the secret"))
         .build()
         .unwrap();
     assert_eq!(harness.webhook().handle(forged).await.status(), 401);
