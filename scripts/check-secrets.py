@@ -30,6 +30,8 @@ TEST_SECRETS = [
     # tests/it/harness.rs: the harness's sources' secrets.
     "whsec_harness_test",
     "harness-github-secret",
+    # examples/orders/tests: the example's Stripe secret.
+    "whsec_orders_example_test",
 ]
 
 
