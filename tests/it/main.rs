@@ -22,4 +22,5 @@ mod replay;
 mod retention;
 mod rie;
 mod roles;
+mod throttle;
 mod webhook;
