@@ -289,9 +289,11 @@ pub async fn run_claimed<P: Processor>(
         owner,
     };
     let budget = invocation::remaining(deadline).saturating_sub(PROCESSING_RESERVE);
+    let processing = process_in_transaction(ledger, processor, delivery, &at);
+    let processing_deadline = SystemTime::now() + budget;
     let processed = tokio::time::timeout(
         budget,
-        process_in_transaction(ledger, processor, delivery, &at),
+        invocation::processing_until(processing_deadline, processing),
     )
     .await
     .unwrap_or_else(|_| {
