@@ -39,6 +39,7 @@ fn shared_aws() -> SharedAws {
 /// RDS-managed secret without `DATABASE_HOST`) stops the cold start naming the setting. Does
 /// not connect; the first use does. For tools and tests: the functions build theirs from an
 /// [`Environment`].
+#[cfg(feature = "internals")]
 pub async fn database(config: &Config) -> Result<Database, StartupError> {
     Environment::new().database(config).await
 }

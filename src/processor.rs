@@ -294,6 +294,37 @@ impl Processor for StoreOnly {
     }
 }
 
+/// A shared processor is the processor: one value can serve a [`crate::Webhook`] and a
+/// [`crate::Retention`] in one process (the test harness runs both over one).
+impl<P: Processor> Processor for std::sync::Arc<P> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn setup(
+        &self,
+        tx: &Transaction<'_>,
+    ) -> impl Future<Output = Result<(), tokio_postgres::Error>> + Send {
+        (**self).setup(tx)
+    }
+
+    fn start(&self) -> impl Future<Output = ()> + Send {
+        (**self).start()
+    }
+
+    fn stores_only(&self) -> bool {
+        (**self).stores_only()
+    }
+
+    fn process(
+        &self,
+        delivery: &Delivery,
+        work: &mut Work<'_>,
+    ) -> impl Future<Output = Result<(), ProcessError>> + Send {
+        (**self).process(delivery, work)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -258,7 +258,7 @@ impl<P: Processor> Webhook<P> {
     /// The handler over the environment's resources: the migrations and the processor's setup
     /// run as the schema owner's `owner` database when it is `Some` (`HOOKCLAIM_MIGRATE=auto`
     /// with `DATABASE_OWNER_*`).
-    fn new(
+    pub(crate) fn new(
         config: &Config,
         keys: Keys,
         db: Database,

@@ -308,7 +308,13 @@ impl Database {
             .keepalives(true)
             .keepalives_idle(self.settings.keepalive_idle)
             .target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
+        // The URL's own options (a `search_path`, say) follow the timeouts, so they are kept
+        // and win where both set one.
         if let Some(options) = startup_options(&self.settings) {
+            let options = match pg.get_options() {
+                Some(own) => format!("{options} {own}"),
+                None => options,
+            };
             pg.options(options);
         }
         let connect = async {

@@ -25,12 +25,13 @@ use serde_json::Value;
 pub use command::{parse_command, payload_from_args, Command};
 pub use progress::Progress;
 pub use report::{
-    report_line, Backlog, BulkReplayReport, MigrateReport, PhaseError, ReplayReport, Report,
+    report_line, Backlog, BulkReplayReport, DeadDelivery, MigrateReport, PhaseError, Redriven,
+    ReplayReport, Report,
 };
 #[cfg(feature = "internals")]
 pub use {
     command::{Timestamp, MAX_OLDER_THAN_DAYS, MIN_PURGE_DAYS},
-    report::{DeadDelivery, Redriven, MAX_DEAD_LISTED},
+    report::MAX_DEAD_LISTED,
     run::TRIMMED_PAYLOAD_ERROR,
 };
 

@@ -128,7 +128,8 @@ pub struct Report {
     pub reclaimed: u64,
     /// How the re-driven deliveries ended.
     pub redriven: Redriven,
-    /// Deliveries that became dead, with their last errors (at most [`MAX_DEAD_LISTED`]).
+    /// Deliveries that became dead, with their last errors (the first 50; the others are
+    /// counted in `dead_not_listed`).
     pub dead: Vec<DeadDelivery>,
     /// Dead deliveries beyond the listed ones.
     pub dead_not_listed: u64,

@@ -173,10 +173,17 @@ impl Processor for Typed {
 #[tokio::test]
 async fn parameters_are_ordinary_tosql_values_borrowed_for_the_call() {
     let db = TestDb::migrated().await;
-    let harness = Harness::connect(&db.url, Typed).await.unwrap();
+    let harness = Harness::builder(Typed)
+        .sources(r#"{"typed":{"kind":"stripe"}}"#)
+        .connect(&db.url)
+        .await
+        .unwrap();
     let d = Delivery::new("typed", "typed-1", r#"{"id":"order-1","amount":3}"#);
-    assert_eq!(harness.deliver(&d).await.unwrap().happened, Happened::Done);
-    let c = db.client().await;
+    assert_eq!(
+        harness.deliver(&d).await.unwrap().outcome.happened,
+        Happened::Done
+    );
+    let c = harness.client();
     let r = c
         .query_one(
             "SELECT id, amount, small, note, body->>'id' FROM typed",
@@ -192,7 +199,7 @@ async fn parameters_are_ordinary_tosql_values_borrowed_for_the_call() {
 
     // A parameter of no built-in type fails the attempt before anything is sent.
     let d = Delivery::new("typed", "typed-2", r#"{"id":"order-2","unencodable":true}"#);
-    let failed = harness.deliver(&d).await.unwrap();
+    let failed = harness.deliver(&d).await.unwrap().outcome;
     assert!(matches!(failed.happened, Happened::Failed(_)), "{failed:?}");
     let error = failed.reason.unwrap_or_default();
     assert!(error.contains("parameter $1 of `SELECT $1`"), "{error}");
@@ -232,14 +239,16 @@ impl Processor for Stepper {
 async fn a_step_recorded_outside_the_transaction_is_not_repeated_by_the_redrive() {
     let db = TestDb::migrated().await;
     let calls = Arc::new(AtomicUsize::new(0));
-    let harness = Harness::connect(&db.url, Stepper(calls.clone()))
+    let harness = Harness::builder(Stepper(calls.clone()))
+        .sources(r#"{"crm":{"kind":"stripe"}}"#)
+        .connect(&db.url)
         .await
         .unwrap();
     let d = Delivery::new("crm", "step-1", "{}");
-    let failed = harness.deliver(&d).await.unwrap();
+    let failed = harness.deliver(&d).await.unwrap().outcome;
     assert_eq!(failed.happened, Happened::Failed(Duration::from_secs(2)));
     // The step committed on its own, whatever the attempt concluded.
-    let c = db.client().await;
+    let c = harness.client();
     let detail: Option<String> = c
         .query_one(
             "SELECT detail FROM hookclaim_destination_progress WHERE delivery_id = 'step-1'",
@@ -250,12 +259,15 @@ async fn a_step_recorded_outside_the_transaction_is_not_repeated_by_the_redrive(
         .get(0);
     assert_eq!(detail.as_deref(), Some("crm-id-1"));
     // The sender's redelivery within the two seconds finds it not due yet.
-    let not_due = harness.deliver(&d).await.unwrap();
+    let not_due = harness.deliver(&d).await.unwrap().outcome;
     assert!(
         matches!(not_due.happened, Happened::RetryLater(_)),
         "{not_due:?}"
     );
-    assert_eq!(harness.redrive(&d).await.unwrap().happened, Happened::Done);
+    assert_eq!(
+        harness.redrive(&d).await.unwrap().outcome.happened,
+        Happened::Done
+    );
     assert_eq!(
         calls.load(Ordering::SeqCst),
         1,

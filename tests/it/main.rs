@@ -13,6 +13,7 @@ mod e2e;
 mod example;
 mod forward;
 mod guard;
+mod harness;
 mod library;
 mod observability;
 mod plans;

@@ -1,10 +1,10 @@
 //! The example's processor through `hookclaim::testing`: against a real PostgreSQL, as the
 //! webhook function runs it, with the sender's redelivery, the retention function's re-drive
-//! and a second event about the same order. `DATABASE_URL` names a database the test may write
-//! to (`scripts/test` starts a throwaway one); each run uses order ids of its own.
+//! and a second event about the same order. `DATABASE_URL` names a database the test may create
+//! a schema in (`scripts/test` starts a throwaway one); each harness works in a schema of its
+//! own, so the tests use plain ids and run in parallel.
 
 use hookclaim::testing::{Happened, Harness};
-use hookclaim::tokio_postgres::{self, NoTls};
 use hookclaim::Delivery;
 use hookclaim_example_orders::Orders;
 
@@ -16,15 +16,13 @@ fn database_url() -> String {
     )
 }
 
-/// A suffix that keeps this run's ids apart from earlier runs' in the same database.
-fn run_id() -> String {
-    format!(
-        "{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
+/// A harness for the example's processor, with the function's Stripe source.
+async fn harness() -> Harness<Orders> {
+    Harness::builder(Orders)
+        .sources(r#"{"stripe":{"kind":"stripe"}}"#)
+        .connect(&database_url())
+        .await
+        .expect("harness")
 }
 
 /// Stripe's `kind` event `event_id` about Checkout session `session`, paid or not.
@@ -43,10 +41,12 @@ fn checkout(event_id: &str, kind: &str, session: &str, paid: bool) -> Delivery {
 }
 
 /// The rows recorded for `order`: (amount, currency, delivery id).
-async fn recorded(url: &str, order: &str) -> Vec<(Option<i64>, Option<String>, String)> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await.expect("connect");
-    tokio::spawn(connection);
-    client
+async fn recorded(
+    harness: &Harness<Orders>,
+    order: &str,
+) -> Vec<(Option<i64>, Option<String>, String)> {
+    harness
+        .client()
         .query(
             "SELECT amount, currency, delivery_id FROM example_orders WHERE order_id = $1",
             &[&order],
@@ -60,78 +60,44 @@ async fn recorded(url: &str, order: &str) -> Vec<(Option<i64>, Option<String>, S
 
 #[tokio::test]
 async fn a_paid_order_is_recorded_once_under_redelivery_redrive_and_a_second_event() {
-    let url = database_url();
-    let harness = Harness::connect(&url, Orders).await.expect("harness");
-    let run = run_id();
-    let order = format!("cs_{run}");
-    let completed = checkout(
-        &format!("evt_a_{run}"),
-        "checkout.session.completed",
-        &order,
-        true,
-    );
+    let harness = harness().await;
+    let completed = checkout("evt_a", "checkout.session.completed", "cs_1", true);
 
-    assert_eq!(
-        harness.deliver(&completed).await.unwrap().happened,
-        Happened::Done
-    );
-    let once = vec![(
-        Some(4900),
-        Some("eur".to_string()),
-        completed.delivery_id.clone(),
-    )];
-    assert_eq!(recorded(&url, &order).await, once);
+    let done = harness.deliver(&completed).await.unwrap();
+    assert_eq!(done.outcome.happened, Happened::Done);
+    let once = vec![(Some(4900), Some("eur".to_string()), "evt_a".to_string())];
+    assert_eq!(recorded(&harness, "cs_1").await, once);
 
     // The sender's redelivery of the same event: a duplicate, the processor does not run.
-    assert_eq!(
-        harness.deliver(&completed).await.unwrap().happened,
-        Happened::Duplicate
-    );
+    let again = harness.deliver(&completed).await.unwrap();
+    assert_eq!(again.outcome.happened, Happened::Duplicate);
     // The retention function's re-drive runs it again: still one row.
-    assert_eq!(
-        harness.redrive(&completed).await.unwrap().happened,
-        Happened::Done
-    );
+    let redriven = harness.redrive(&completed).await.unwrap();
+    assert_eq!(redriven.outcome.happened, Happened::Done);
+    assert_eq!(redriven.row.map(|r| r.attempt), Some(2));
     // Another event about the same order: done, and still one row, the first event's.
     let succeeded = checkout(
-        &format!("evt_b_{run}"),
+        "evt_b",
         "checkout.session.async_payment_succeeded",
-        &order,
+        "cs_1",
         true,
     );
-    assert_eq!(
-        harness.deliver(&succeeded).await.unwrap().happened,
-        Happened::Done
-    );
-    assert_eq!(recorded(&url, &order).await, once);
+    let done = harness.deliver(&succeeded).await.unwrap();
+    assert_eq!(done.outcome.happened, Happened::Done);
+    assert_eq!(recorded(&harness, "cs_1").await, once);
 }
 
 #[tokio::test]
 async fn an_unpaid_session_records_nothing_and_a_session_without_an_id_is_dead() {
-    let url = database_url();
-    let harness = Harness::connect(&url, Orders).await.expect("harness");
-    let run = run_id();
-    let order = format!("cs_unpaid_{run}");
-    let unpaid = checkout(
-        &format!("evt_u_{run}"),
-        "checkout.session.completed",
-        &order,
-        false,
-    );
-    assert_eq!(
-        harness.deliver(&unpaid).await.unwrap().happened,
-        Happened::Done
-    );
-    assert_eq!(recorded(&url, &order).await, vec![]);
+    let harness = harness().await;
+    let unpaid = checkout("evt_a", "checkout.session.completed", "cs_1", false);
+    let done = harness.deliver(&unpaid).await.unwrap();
+    assert_eq!(done.outcome.happened, Happened::Done);
+    assert_eq!(recorded(&harness, "cs_1").await, vec![]);
 
-    let no_id = checkout(
-        &format!("evt_n_{run}"),
-        "checkout.session.completed",
-        "",
-        true,
-    );
+    let no_id = checkout("evt_n", "checkout.session.completed", "", true);
     let dead = harness.deliver(&no_id).await.unwrap();
-    assert_eq!(dead.happened, Happened::Dead, "{dead:?}");
-    let error = dead.reason.unwrap_or_default();
+    assert_eq!(dead.outcome.happened, Happened::Dead, "{dead:?}");
+    let error = dead.outcome.reason.unwrap_or_default();
     assert!(error.contains("without an id"), "{error}");
 }

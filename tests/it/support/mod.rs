@@ -341,7 +341,7 @@ fn shared() -> &'static Shared {
 }
 
 /// URL of the admin database on the shared server.
-fn admin_url() -> String {
+pub fn admin_url() -> String {
     match shared() {
         Shared::Started(s) => s.url("postgres"),
         Shared::External(url) => url.clone(),
