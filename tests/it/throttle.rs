@@ -6,7 +6,7 @@ use crate::support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hookclaim::testing::{Happened, Harness};
+use hookclaim::testing::{Happened, Harness, Status};
 use hookclaim::{Delivery, ProcessError, Processor, Work};
 use support::{answer, github_request, row, Format, TestDb};
 
@@ -80,63 +80,77 @@ async fn a_deferred_delivery_answers_503_with_the_downstreams_retry_after() {
     assert_eq!(error.as_deref(), Some("chat API answered 429"));
 }
 
+/// A harness over `processor` with GitHub as its source (the default policy: MAX_ATTEMPTS 8,
+/// MAX_DELIVERY_AGE_SECS three days).
+async fn harness(db: &TestDb, processor: Throttled) -> Harness<Throttled> {
+    Harness::builder(processor)
+        .sources(r#"{"github":{"kind":"github"}}"#)
+        .connect(&db.url)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_delivery_deferred_more_times_than_max_attempts_spends_none_and_is_then_done() {
     let db = TestDb::migrated().await;
-    // The harness's policy: MAX_ATTEMPTS 8.
     let deferrals = 10;
-    let harness = Harness::connect(&db.url, Throttled::new(deferrals))
-        .await
-        .unwrap();
-    let d = Delivery::new("chat", "throttled-many", "{}");
+    let h = harness(&db, Throttled::new(deferrals)).await;
+    let d = Delivery::new("github", "throttled-many", "{}");
 
-    let first = harness.deliver(&d).await.unwrap();
-    assert_eq!(first.happened, Happened::Deferred(WAIT));
+    let first = h.deliver(&d).await.unwrap();
+    assert_eq!(first.outcome.happened, Happened::Deferred(WAIT));
     for _ in 1..deferrals {
-        let again = harness.redrive(&d).await.unwrap();
-        assert_eq!(again.happened, Happened::Deferred(WAIT), "{again:?}");
+        // Refused before it is due, taken once the clock has moved past the downstream's wait.
+        let early = h.deliver(&d).await.unwrap();
+        assert!(
+            matches!(early.outcome.happened, Happened::RetryLater(_)),
+            "{early:?}"
+        );
+        h.advance(WAIT).await.unwrap();
+        let again = h.deliver(&d).await.unwrap();
+        assert_eq!(
+            again.outcome.happened,
+            Happened::Deferred(WAIT),
+            "{again:?}"
+        );
     }
-    let done = harness.redrive(&d).await.unwrap();
+    h.advance(WAIT).await.unwrap();
+    let done = h.deliver(&d).await.unwrap();
 
-    assert_eq!(done.happened, Happened::Done, "{done:?}");
-    assert_eq!(done.attempt, Some(deferrals as i32 + 1));
-    let c = db.client().await;
+    assert_eq!(done.outcome.happened, Happened::Done, "{done:?}");
+    assert_eq!(done.outcome.attempt, Some(deferrals as i32 + 1));
     // Every attempt but the last was deferred: one counted toward the cap of 8.
-    assert_eq!(
-        counts(&c, "throttled-many").await,
-        ("done".into(), deferrals as i32 + 1, deferrals as i32)
-    );
+    let counts: (i32, i32) = h
+        .client()
+        .query_one(
+            "SELECT attempt, deferrals FROM hookclaim_deliveries
+              WHERE delivery_id = 'throttled-many'",
+            &[],
+        )
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!(counts, (deferrals as i32 + 1, deferrals as i32));
 }
 
 #[tokio::test]
 async fn a_delivery_still_deferred_at_its_age_bound_is_dead_with_the_reason() {
     let db = TestDb::migrated().await;
-    let harness = Harness::connect(&db.url, Throttled::new(usize::MAX))
-        .await
-        .unwrap();
-    let d = Delivery::new("chat", "throttled-old", "{}");
-    assert_eq!(
-        harness.deliver(&d).await.unwrap().happened,
-        Happened::Deferred(WAIT)
-    );
-    // Received three days ago (MAX_DELIVERY_AGE_SECS' default): the next deferral would fall
-    // due past the bound.
-    let c = db.client().await;
-    c.execute(
-        "UPDATE hookclaim_deliveries SET received_at = now() - interval '3 days'
-          WHERE delivery_id = 'throttled-old'",
-        &[],
-    )
-    .await
-    .unwrap();
+    let h = harness(&db, Throttled::new(usize::MAX)).await;
+    let d = Delivery::new("github", "throttled-old", "{}");
+    let first = h.deliver(&d).await.unwrap();
+    assert_eq!(first.outcome.happened, Happened::Deferred(WAIT));
 
-    let dead = harness.redrive(&d).await.unwrap();
+    // Three days on (MAX_DELIVERY_AGE_SECS' default), the next deferral would fall due past
+    // the bound.
+    h.advance(Duration::from_secs(3 * 86_400)).await.unwrap();
+    let dead = h.deliver(&d).await.unwrap();
 
     let reason = "gave up: deferred past the delivery's age bound of 259200 seconds: \
                   chat API answered 429";
-    assert_eq!(dead.happened, Happened::Dead);
-    assert_eq!(dead.reason.as_deref(), Some(reason));
-    let (status, attempt, error) = row(&c, "chat", "throttled-old").await.unwrap();
-    assert_eq!((status.as_str(), attempt), ("dead", 2));
-    assert_eq!(error.as_deref(), Some(reason));
+    assert_eq!(dead.outcome.happened, Happened::Dead);
+    assert_eq!(dead.outcome.reason.as_deref(), Some(reason));
+    let row = dead.row.unwrap();
+    assert_eq!((row.status, row.attempt), (Status::Dead, 2));
+    assert_eq!(row.last_error.as_deref(), Some(reason));
 }
