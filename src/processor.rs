@@ -24,7 +24,9 @@ pub struct Delivery {
     pub payload: Vec<u8>,
     /// The headers kept with the delivery (lower-case names).
     pub headers: BTreeMap<String, String>,
-    /// 1 on the first attempt; higher on re-drives and redeliveries after failures.
+    /// 1 on the first attempt; higher on re-drives and redeliveries after failures and
+    /// deferrals (a deferred attempt advances it too, though it does not count toward
+    /// `MAX_ATTEMPTS`).
     pub attempt: i32,
 }
 
