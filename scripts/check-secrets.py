@@ -27,6 +27,11 @@ TEST_SECRETS = [
     "hookclaim-github-next-secret",
     # tests/it/destinations.rs: the HTTP destinations' signing secret.
     "whsec_aG9va2NsYWltLWRlc3RpbmF0aW9uLXRlc3Q=",
+    # tests/it/harness.rs: the harness's sources' secrets.
+    "whsec_harness_test",
+    "harness-github-secret",
+    # examples/orders/tests: the example's Stripe secret.
+    "whsec_orders_example_test",
 ]
 
 

@@ -51,6 +51,10 @@
 //! `default-features = false` it builds no AWS SDK and no HTTP client. A setting that asks for a
 //! part the build left out stops the cold start with an error naming the setting and the
 //! feature.
+//!
+//! One feature is off by default and belongs in your `[dev-dependencies]`: `testing`, the
+//! signer behind [`testing::Harness::request`], which builds signed requests for your tests. A
+//! function built without it carries no signing code.
 
 #![warn(missing_docs)]
 

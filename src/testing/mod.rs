@@ -63,6 +63,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use sha2::{Digest as _, Sha256};
 use tokio_postgres::types::Type;
 use tokio_postgres::NoTls;
 
@@ -79,6 +80,9 @@ use crate::readiness::Readiness;
 pub use crate::retention::{Backlog, DeadDelivery, PhaseError, Redriven, Report};
 use crate::retention::{Retention, RetentionError};
 use crate::secret::SecretsDocument;
+/// A key to sign with, for [`RequestBuilder::signing_key`]: hookclaim-verify's.
+#[cfg(feature = "testing")]
+pub use crate::verify::SigningKey;
 use crate::verify::{IdOrigin, Scheme};
 use crate::webhook::Webhook;
 #[cfg(feature = "testing")]
@@ -240,7 +244,8 @@ impl<P: Processor> HarnessBuilder<P> {
     /// Connects to `database_url` (a test database the harness may create a schema in; no
     /// TLS), creates the harness's schema, applies hookclaim's migrations there, and runs the
     /// processor's [`Processor::start`] and [`Processor::setup`] (whose tables land in the
-    /// schema too).
+    /// schema too). The harness's sessions are given the schema as their `search_path` through
+    /// the URL's `options`, which replaces any the URL has.
     pub async fn connect(self, database_url: &str) -> Result<Harness<P>, HarnessError> {
         let HarnessBuilder {
             processor,
@@ -341,7 +346,7 @@ impl<P: Processor> Harness<P> {
     pub async fn deliver(&self, delivery: &Delivery) -> Result<Delivered, HarnessError> {
         let source = self.source(&delivery.source)?;
         let keying = Keying {
-            id_origin: id_origin(&source.scheme),
+            id_origin: id_origin(&source.scheme, delivery),
             long_key_retention: source.long_key_retention,
             replay_guard: source.replay_guard,
         };
@@ -475,13 +480,26 @@ impl<P: Processor> Harness<P> {
     }
 }
 
-/// Where a delivery built in memory has its id from, as a request of its source's kind would:
-/// Stripe's is the body's `id`; the other kinds' are read from a header where the sender
-/// sends one.
-fn id_origin(scheme: &Scheme) -> IdOrigin {
-    match scheme {
-        Scheme::Stripe { .. } => IdOrigin::Body,
-        _ => IdOrigin::Header,
+/// Where a delivery built in memory has its id from, as a request of its source's kind would
+/// record it: the body's hash when the id is that hash (a sender that sends no id), else where
+/// the source's scheme reads ids.
+fn id_origin(scheme: &Scheme, delivery: &Delivery) -> IdOrigin {
+    if delivery.delivery_id == hex::encode(Sha256::digest(&delivery.payload)) {
+        return IdOrigin::BodySha256;
+    }
+    let location = match scheme {
+        Scheme::Stripe { .. } => return IdOrigin::Body,
+        Scheme::Hmac(s) => &s.id,
+        Scheme::Signed(s) => &s.id,
+        Scheme::Ed25519(s) => &s.id,
+        Scheme::Token(s) => &s.id,
+        Scheme::Twilio(s) => &s.id,
+        _ => return IdOrigin::Header,
+    };
+    if location.is_in_body() {
+        IdOrigin::Body
+    } else {
+        IdOrigin::Header
     }
 }
 

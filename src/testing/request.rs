@@ -8,9 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use lambda_http::Request;
 use serde_json::json;
 
+use super::SigningKey;
 use super::{Harness, HarnessError};
 use crate::processor::Processor;
-use crate::verify::{sign, Outgoing, SigningKey};
+use crate::verify::{sign, Outgoing};
 
 /// A request to the harness's [`Webhook`](crate::Webhook) from one source's sender, made by
 /// [`Harness::request`]; [`RequestBuilder::build`] signs it.

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use hookclaim::testing::{Happened, Harness, Status};
+use hookclaim::testing::{Happened, Harness, SigningKey, Status};
 use hookclaim::tokio_postgres::{self, Transaction};
 use hookclaim::{Delivery, ProcessError, Processor, Work};
 
@@ -163,6 +163,27 @@ async fn a_failed_delivery_is_refused_until_the_clock_makes_it_due_then_redriven
 }
 
 #[tokio::test]
+async fn a_finished_row_is_purged_once_the_clock_passes_its_retention() {
+    let harness = harness().await;
+    let d = stripe_event("evt_old", serde_json::json!({}));
+    assert_eq!(
+        harness.deliver(&d).await.unwrap().outcome.happened,
+        Happened::Done
+    );
+    let report = harness.retention_pass().await.unwrap();
+    assert_eq!(report.purged, 0, "{report:?}");
+
+    // RETENTION_DAYS is 30 by default.
+    harness
+        .advance(Duration::from_secs(31 * 86_400))
+        .await
+        .unwrap();
+    let report = harness.retention_pass().await.unwrap();
+    assert_eq!(report.purged, 1, "{report:?}");
+    assert_eq!(harness.row("stripe", "evt_old").await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn a_redelivery_through_the_webhook_before_the_retry_is_due_answers_retry_later() {
     let harness = harness().await;
     let body = r#"{"id":"evt_web","type":"invoice.paid","fail_first":true}"#;
@@ -242,7 +263,7 @@ async fn a_signed_request_goes_through_the_real_webhook_and_a_wrong_key_is_refus
     let forged = harness
         .request("stripe")
         .body(r#"{"id":"evt_forged","type":"invoice.paid"}"#)
-        .signing_key(hookclaim::verify::SigningKey::hmac("not the secret"))
+        .signing_key(SigningKey::hmac("not the secret"))
         .build()
         .unwrap();
     assert_eq!(harness.webhook().handle(forged).await.status(), 401);
@@ -318,4 +339,57 @@ async fn a_harness_drops_its_schema_when_it_is_dropped_or_cleaned_up() {
         support::count(observer.client(), &count(&cleaned_schema)).await,
         0
     );
+}
+
+#[tokio::test]
+async fn an_in_memory_delivery_is_keyed_as_the_same_request_through_the_webhook() {
+    let harness = harness().await;
+    let origin = |id: &'static str| {
+        let c = harness.client();
+        async move {
+            c.query_one(
+                "SELECT id_origin, replay_guard, long_key_retention FROM hookclaim_deliveries
+                  WHERE delivery_id = $1",
+                &[&id],
+            )
+            .await
+            .map(|r| {
+                (
+                    r.get::<_, String>(0),
+                    r.get::<_, bool>(1),
+                    r.get::<_, bool>(2),
+                )
+            })
+            .unwrap()
+        }
+    };
+    let memory = [
+        stripe_event("evt_m", serde_json::json!({})),
+        Delivery::new("github", "gh-m", r#"{"n":1}"#),
+    ];
+    for d in &memory {
+        harness.deliver(d).await.unwrap();
+    }
+    let requests = [
+        harness
+            .request("stripe")
+            .body(r#"{"id":"evt_w","type":"invoice.paid"}"#)
+            .build()
+            .unwrap(),
+        harness
+            .request("github")
+            .id("gh-w")
+            .event_type("push")
+            .body(r#"{"n":2}"#)
+            .build()
+            .unwrap(),
+    ];
+    for request in requests {
+        assert_eq!(harness.webhook().handle(request).await.status(), 200);
+    }
+
+    assert_eq!(origin("evt_m").await, origin("evt_w").await);
+    assert_eq!(origin("evt_m").await, ("body".into(), false, false));
+    assert_eq!(origin("gh-m").await, origin("gh-w").await);
+    assert_eq!(origin("gh-m").await, ("header".into(), true, true));
 }

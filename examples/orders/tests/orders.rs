@@ -16,10 +16,12 @@ fn database_url() -> String {
     )
 }
 
-/// A harness for the example's processor, with the function's Stripe source.
+/// A harness for the example's processor, with the function's Stripe source and a test secret
+/// for it.
 async fn harness() -> Harness<Orders> {
     Harness::builder(Orders)
         .sources(r#"{"stripe":{"kind":"stripe"}}"#)
+        .secrets(r#"{"stripe":"whsec_orders_example_test"}"#)
         .connect(&database_url())
         .await
         .expect("harness")
@@ -100,4 +102,28 @@ async fn an_unpaid_session_records_nothing_and_a_session_without_an_id_is_dead()
     assert_eq!(dead.outcome.happened, Happened::Dead, "{dead:?}");
     let error = dead.outcome.reason.unwrap_or_default();
     assert!(error.contains("without an id"), "{error}");
+}
+
+#[tokio::test]
+async fn a_signed_stripe_request_through_the_webhook_records_the_order_once() {
+    let harness = harness().await;
+    let paid = checkout("evt_w", "checkout.session.completed", "cs_w", true);
+    let send = || {
+        harness
+            .request("stripe")
+            .body(paid.payload.clone())
+            .build()
+            .expect("a signed request")
+    };
+
+    assert_eq!(harness.webhook().handle(send()).await.status(), 200);
+    // Stripe's redelivery: 200 again, and still one order.
+    assert_eq!(harness.webhook().handle(send()).await.status(), 200);
+    let row = harness
+        .row("stripe", "evt_w")
+        .await
+        .unwrap()
+        .expect("its row");
+    assert_eq!(row.attempt, 1);
+    assert_eq!(recorded(&harness, "cs_w").await.len(), 1);
 }
