@@ -3,18 +3,20 @@
 -- docs/architecture.md, "The claim", walks through it; src/ledger/ runs it.
 
 -- The state machine's invariants, the table's one CHECK: a known status, attempts counted from
--- 1, and each state carrying the time retention acts on and no other: a processing row its
+-- 1, deferrals among them (none below zero, never more than the attempts), and each state carrying the time retention acts on and no other: a processing row its
 -- lease end (and owner), a failed row its next attempt, a done or dead row its completion.
 -- PostgreSQL prepares a table's CHECK expressions again at every statement that writes it; a
 -- call of this function is prepared in a fraction of the time the same rules take written out
 -- as CHECKs, and only the branch of the row's status runs (BENCHMARKS.md).
 CREATE FUNCTION hookclaim_row_is_whole(
-    status text, attempt integer, lease_owner text, lease_until timestamptz,
+    status text, attempt integer, deferrals integer, lease_owner text, lease_until timestamptz,
     next_attempt_at timestamptz, completed_at timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE AS $whole$
 BEGIN
-    IF status = 'processing' THEN
+    IF NOT coalesce(deferrals BETWEEN 0 AND attempt, false) THEN
+        RETURN false;
+    ELSIF status = 'processing' THEN
         RETURN attempt >= 1 AND lease_until IS NOT NULL AND lease_owner IS NOT NULL
                AND next_attempt_at IS NULL AND completed_at IS NULL;
     ELSIF status = 'failed' THEN
@@ -36,6 +38,9 @@ CREATE TABLE hookclaim_deliveries (
     status             text        NOT NULL,
     -- 1 at the first claim, one more at each takeover.
     attempt            integer     NOT NULL DEFAULT 1,
+    -- Attempts a throttling downstream deferred (ProcessError::defer): they advance the attempt
+    -- number, which fences, but not the count toward the attempt cap, attempt - deferrals.
+    deferrals          integer     NOT NULL DEFAULT 0,
     -- The invocation that holds the claim, or last held it; finishing is fenced on it and on
     -- the attempt.
     lease_owner        text,
@@ -61,8 +66,8 @@ CREATE TABLE hookclaim_deliveries (
     CONSTRAINT hookclaim_deliveries_pkey PRIMARY KEY (source, delivery_id),
     -- Every row is in one state of the state machine, whole (hookclaim_row_is_whole, above).
     CONSTRAINT hookclaim_row_state CHECK (
-        hookclaim_row_is_whole(status, attempt, lease_owner, lease_until, next_attempt_at,
-                               completed_at))
+        hookclaim_row_is_whole(status, attempt, deferrals, lease_owner, lease_until,
+                               next_attempt_at, completed_at))
 );
 
 -- The takeover rule: a row may be taken from its holder once its due time has passed,
@@ -140,8 +145,8 @@ END
 $refuse$;
 
 -- Takes the row of (p_source, p_delivery_id) over for p_owner, if it is due and no
--- other transaction holds it: the next attempt under a new lease. A row at the attempt cap is
--- made dead instead: an expired lease because every attempt so far died before it could record
+-- other transaction holds it: the next attempt under a new lease. A row at the attempt cap
+-- (counting its attempts but the deferred ones) is made dead instead: an expired lease because every attempt so far died before it could record
 -- anything (a payload that kills the process), a failed row because the cap was lowered since
 -- its last attempt. Never waits for a lock. Returns the row as it leaves it, or nothing. The
 -- claim and the retention reclaim both take rows with it. The row is locked by its key alone
@@ -168,7 +173,7 @@ BEGIN
        OR NOT coalesce(coalesce(d.lease_until, d.next_attempt_at) <= now(), false) THEN
         RETURN;
     END IF;
-    IF d.attempt >= p_max_attempts THEN
+    IF d.attempt - d.deferrals >= p_max_attempts THEN
         RETURN QUERY
         UPDATE hookclaim_deliveries
            SET status = 'dead', lease_owner = p_owner, lease_until = NULL, next_attempt_at = NULL,
@@ -176,8 +181,8 @@ BEGIN
                last_error = CASE d.status
                    WHEN 'processing' THEN format('gave up after %s attempts: processing never '
                                                  'finished (the invocation died each time)',
-                                                 d.attempt)
-                   ELSE format('gave up after %s attempts: %s', d.attempt,
+                                                 d.attempt - d.deferrals)
+                   ELSE format('gave up after %s attempts: %s', d.attempt - d.deferrals,
                                coalesce(d.last_error, 'no error recorded')) END,
                updated_at = now()
          WHERE source = p_source AND delivery_id = p_delivery_id
@@ -309,32 +314,81 @@ BEGIN
 END
 $claim$;
 
--- The fenced finish: records attempt p_attempt's outcome (done, failed due again in
--- p_retry_in_secs, or dead) only while p_owner still holds the row at that attempt. Otherwise
--- it fails with SQLSTATE HC002 (hookclaim's own: fenced), which inside the processing
--- transaction aborts it, so the COMMIT sent with it rolls the processor's writes back.
+-- The fenced finish: records attempt p_attempt's outcome only while p_owner still holds the row
+-- at that attempt, and returns the status (outcome) and error it recorded:
+--   done      done;
+--   dead      dead, with p_error;
+--   failed    a counted failure: due again in p_retry_in_secs, or dead once the attempts so far
+--             but the deferred ones reach p_max_attempts (not checked when it is not given);
+--   deferred  a downstream's throttling: due again in p_retry_in_secs with one more deferral,
+--             which the attempt cap does not count, or dead when that time would fall past the
+--             delivery's age bound, p_max_age_secs from its first receipt.
+-- Otherwise it fails with SQLSTATE HC002 (hookclaim's own: fenced), which inside the processing
+-- transaction aborts it, so the COMMIT sent with it rolls the processor's writes back. Done and
+-- dead are one UPDATE by the key; a failure reads the row's counts first.
 CREATE FUNCTION hookclaim_finish(
     p_source text, p_delivery_id text, p_attempt integer, p_owner text, p_outcome text,
-    p_error text DEFAULT NULL, p_retry_in_secs float8 DEFAULT NULL)
-RETURNS void
+    p_error text DEFAULT NULL, p_retry_in_secs float8 DEFAULT NULL,
+    p_max_attempts integer DEFAULT NULL, p_max_age_secs float8 DEFAULT NULL,
+    OUT outcome text, OUT error text)
 LANGUAGE plpgsql AS $finish$
+DECLARE
+    d hookclaim_deliveries;
 BEGIN
     IF num_nulls(p_source, p_delivery_id, p_attempt, p_owner, p_outcome) > 0
-       OR p_outcome NOT IN ('done', 'failed', 'dead')
-       OR (p_outcome = 'failed') <> (p_retry_in_secs IS NOT NULL)
-       OR p_retry_in_secs NOT BETWEEN 0 AND 31622400 THEN
+       OR p_outcome NOT IN ('done', 'failed', 'deferred', 'dead')
+       OR (p_outcome IN ('failed', 'deferred')) <> (p_retry_in_secs IS NOT NULL)
+       OR p_retry_in_secs NOT BETWEEN 0 AND 31622400
+       OR (p_max_attempts IS NOT NULL AND (p_outcome <> 'failed' OR p_max_attempts < 1))
+       OR (p_outcome = 'deferred') <> (p_max_age_secs IS NOT NULL)
+       OR p_max_age_secs NOT BETWEEN 1 AND 31622400 THEN
         PERFORM hookclaim_refuse('hookclaim_finish',
-            'the delivery, attempt and owner must be given, the outcome done, failed or dead, '
-            'and a retry time of 0 to 31622400 seconds given with failed and only then');
+            'the delivery, attempt and owner must be given, the outcome done, failed, deferred '
+            'or dead, a retry time of 0 to 31622400 seconds given with failed or deferred and '
+            'only then, an attempt cap of at least 1 only with failed, and an age bound of 1 to '
+            '31622400 seconds with deferred and only then');
     END IF;
-    UPDATE hookclaim_deliveries
-       SET status = p_outcome, lease_until = NULL, last_error = p_error,
-           completed_at = CASE WHEN p_outcome <> 'failed' THEN now() END,
-           next_attempt_at = CASE WHEN p_outcome = 'failed'
-                                  THEN now() + make_interval(secs => p_retry_in_secs) END,
-           updated_at = now()
-     WHERE source = p_source AND delivery_id = p_delivery_id AND attempt = p_attempt
-       AND lease_owner = p_owner AND status = 'processing';
+    IF p_outcome IN ('done', 'dead') THEN
+        UPDATE hookclaim_deliveries
+           SET status = p_outcome, lease_until = NULL, last_error = p_error,
+               completed_at = now(), updated_at = now()
+         WHERE source = p_source AND delivery_id = p_delivery_id AND attempt = p_attempt
+           AND lease_owner = p_owner AND status = 'processing';
+        outcome := p_outcome; error := p_error;
+    ELSE
+        SELECT * INTO d FROM hookclaim_deliveries
+         WHERE source = p_source AND delivery_id = p_delivery_id AND attempt = p_attempt
+           AND lease_owner = p_owner AND status = 'processing'
+           FOR UPDATE;
+        IF FOUND THEN
+            IF p_outcome = 'failed' AND d.attempt - d.deferrals >= p_max_attempts THEN
+                outcome := 'dead';
+                error := format('gave up after %s attempts: %s', d.attempt - d.deferrals,
+                                     p_error);
+            ELSIF p_outcome = 'deferred'
+                  AND now() + make_interval(secs => p_retry_in_secs)
+                      > d.received_at + make_interval(secs => p_max_age_secs) THEN
+                outcome := 'dead';
+                error := format('gave up: deferred past the delivery''s age bound of %s '
+                                     'seconds: %s', p_max_age_secs, p_error);
+            ELSE
+                outcome := 'failed'; error := p_error;
+            END IF;
+            UPDATE hookclaim_deliveries
+               SET status = outcome, lease_until = NULL,
+                   last_error = error,
+                   deferrals = d.deferrals
+                               + CASE WHEN p_outcome = 'deferred'
+                                           AND outcome = 'failed' THEN 1
+                                      ELSE 0 END,
+                   completed_at = CASE WHEN outcome = 'dead' THEN now() END,
+                   next_attempt_at = CASE WHEN outcome = 'failed'
+                                          THEN now() + make_interval(secs => p_retry_in_secs)
+                                     END,
+                   updated_at = now()
+             WHERE source = p_source AND delivery_id = p_delivery_id;
+        END IF;
+    END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'hookclaim_finish: attempt % of %/% is no longer held by this owner',
                         p_attempt, p_source, p_delivery_id

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use crate::keyed::{ClientError, ForwardConflict};
-use crate::keyed::{Answer, KeyedClient};
+use crate::keyed::KeyedClient;
 use crate::processor::{Delivery, ProcessError, Processor};
 use crate::secret::Secret;
 use crate::work::Work;
@@ -60,14 +60,7 @@ impl Processor for Forwarder {
             .get("content-type")
             .map_or("application/json", String::as_str);
         let body = Bytes::from(delivery.payload.clone());
-        match self.client.post(delivery, body, content_type).await {
-            Answer::Done(_) => Ok(()),
-            Answer::Retry { why, after: None } => Err(ProcessError::new(why)),
-            Answer::Retry {
-                why,
-                after: Some(after),
-            } => Err(ProcessError::retry_in(why, after)),
-            Answer::Permanent(why) => Err(ProcessError::permanent(why)),
-        }
+        let answer = self.client.post(delivery, body, content_type).await;
+        answer.into_result().map(|_| ())
     }
 }

@@ -25,6 +25,23 @@ pub fn deadline(ctx: Option<&lambda_runtime::Context>) -> SystemTime {
     }
 }
 
+tokio::task_local! {
+    /// When the processing under way must end: set by the pipeline around a processor's run.
+    static PROCESSING_DEADLINE: SystemTime;
+}
+
+/// Runs `f` (a processor's run) with `deadline` as its processing deadline, which the keyed
+/// HTTP call bounds its calls by.
+pub async fn processing_until<F: std::future::Future>(deadline: SystemTime, f: F) -> F::Output {
+    PROCESSING_DEADLINE.scope(deadline, f).await
+}
+
+/// Time left for the processing under way, if a processor is running in this task.
+#[cfg(feature = "forward")]
+pub fn processing_time_left() -> Option<Duration> {
+    PROCESSING_DEADLINE.try_with(|d| remaining(*d)).ok()
+}
+
 /// Time left until `deadline`, zero if it has passed.
 pub fn remaining(deadline: SystemTime) -> Duration {
     deadline

@@ -1,8 +1,8 @@
-//! A keyed HTTP call: one POST for one delivery, carrying the delivery's idempotency key (and,
+//! A keyed HTTP call ([`KeyedHttp`]): one POST for one delivery, carrying the delivery's idempotency key (and,
 //! with a signing secret, Standard Webhooks headers whose `webhook-id` is that key), made within
 //! a timeout, and the endpoint's answer read as done, worth a retry (when, if it says) or never
-//! accepted. The forwarder and the HTTP destination both call through it, so a processor's own
-//! calls can be made the same way.
+//! accepted. The forwarder and the HTTP destination both call through it, and a processor's own
+//! calls are made the same way.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,7 +15,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::processor::Delivery;
+use crate::processor::{Delivery, ProcessError};
 use crate::secret::Secret;
 
 /// The header carrying the idempotency key.
@@ -54,7 +54,15 @@ pub enum ForwardConflict {
 pub(crate) enum Answer {
     /// Taken, with this status.
     Done(http::StatusCode),
-    /// Worth trying again later: no answer, 408, 429, 5xx (and 409 unless it means done).
+    /// Throttled: a 429, or a 503 with `Retry-After`, no sooner than that. Nothing was wrong
+    /// with the delivery.
+    Defer {
+        /// What happened, for the attempt's recorded error.
+        why: String,
+        /// The endpoint's `Retry-After`.
+        after: Duration,
+    },
+    /// Worth trying again later: no answer, 408, 5xx (and 409 unless it means done).
     Retry {
         /// What happened, for the attempt's recorded error.
         why: String,
@@ -65,18 +73,71 @@ pub(crate) enum Answer {
     Permanent(String),
 }
 
-/// A client for keyed calls to one URL.
-pub(crate) struct KeyedClient {
-    url: http::Uri,
+impl Answer {
+    /// The answer as a processor's result: done with the status, or the [`ProcessError`] that
+    /// says when to try again.
+    pub(crate) fn into_result(self) -> Result<http::StatusCode, ProcessError> {
+        match self {
+            Answer::Done(status) => Ok(status),
+            Answer::Defer { why, after } => Err(ProcessError::defer(why, after)),
+            Answer::Retry { why, after: None } => Err(ProcessError::new(why)),
+            Answer::Retry {
+                why,
+                after: Some(after),
+            } => Err(ProcessError::retry_in(why, after)),
+            Answer::Permanent(why) => Err(ProcessError::permanent(why)),
+        }
+    }
+}
+
+/// How long a 429 without `Retry-After` is deferred: throttling, for an unsaid time.
+pub(crate) const THROTTLED_WAIT: Duration = Duration::from_secs(60);
+
+/// The bound on one call unless [`KeyedHttp::with_timeout`] says otherwise.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Kept back from the processing's time left, so that a call that runs out of it still
+/// returns an answer to record.
+const CALL_RESERVE: Duration = Duration::from_millis(100);
+
+/// The keyed HTTP call for a processor's own calls to other services, the one the shipped
+/// forwarder and HTTP destination make: build it once (in `main`, or in the processor's
+/// constructor) and call [`KeyedHttp::post`] from `process`.
+///
+/// Each call carries the delivery's [`Delivery::idempotency_key`] as `Idempotency-Key` (and,
+/// with [`KeyedHttp::with_signing`], Standard Webhooks headers whose `webhook-id` is that key),
+/// so a repeat after a crash is recognised by the service. It is bounded by its timeout and by
+/// the time the invocation has left for processing. The answer is read for you:
+///
+/// | the service answers | `post` returns |
+/// |---|---|
+/// | 2xx | `Ok(status)` |
+/// | 429, or 503 with `Retry-After` (seconds) | [`ProcessError::defer`] to its `Retry-After` (a minute when a 429 has none): no attempt spent |
+/// | 408 or 5xx otherwise, no answer in time, a connection error | a retry ([`ProcessError::retry_in`] with its `Retry-After`, else the policy's backoff) |
+/// | 409 | a retry, or `Ok` with [`ForwardConflict::Done`] |
+/// | any other 4xx, a URL that does not parse | [`ProcessError::permanent`] |
+#[derive(Clone)]
+pub struct KeyedHttp {
     timeout: Duration,
     conflict: ForwardConflict,
     signing: Option<Secret>,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
-impl KeyedClient {
-    /// A client for `url` (http or https; https verified against the system's roots).
-    pub(crate) fn new(url: http::Uri, timeout: Duration) -> Result<Self, ClientError> {
+impl std::fmt::Debug for KeyedHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedHttp")
+            .field("timeout", &self.timeout)
+            .field("conflict", &self.conflict)
+            .field("signing", &self.signing.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+impl KeyedHttp {
+    /// A client for http and https URLs (https verified against the system's roots), each call
+    /// bounded by 5 seconds.
+    pub fn new() -> Result<Self, ClientError> {
         let provider = rustls::crypto::ring::default_provider();
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider)
@@ -84,30 +145,69 @@ impl KeyedClient {
             .https_or_http()
             .enable_http1()
             .build();
-        Ok(KeyedClient {
-            url,
-            timeout,
+        Ok(KeyedHttp {
+            timeout: DEFAULT_TIMEOUT,
             conflict: ForwardConflict::Retry,
             signing: None,
             client: Client::builder(TokioExecutor::new()).build(https),
         })
     }
 
+    /// Bounds each call by `timeout` (and, always, by the invocation's time left).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// Signs every call with `secret` (a `whsec_` Standard Webhooks secret).
-    pub(crate) fn with_signing(mut self, secret: Secret) -> Self {
+    pub fn with_signing(mut self, secret: Secret) -> Self {
         self.signing = Some(secret);
         self
     }
 
-    /// Reads a 409 as `conflict` says.
-    pub(crate) fn with_conflict(mut self, conflict: ForwardConflict) -> Self {
+    /// Reads a 409 as `conflict` says (the default is [`ForwardConflict::Retry`]).
+    pub fn with_conflict(mut self, conflict: ForwardConflict) -> Self {
         self.conflict = conflict;
         self
     }
 
-    /// Posts `body` (of `content_type`) for `d` within the timeout, and reads the answer.
-    pub(crate) async fn post(&self, d: &Delivery, body: Bytes, content_type: &str) -> Answer {
-        let req = match self.request(d, body, content_type, SystemTime::now()) {
+    /// POSTs `body` as JSON to `url` for `delivery`, keyed by its idempotency key, and reads
+    /// the answer (see [`KeyedHttp`]): the 2xx status, or the error that says when to try again.
+    pub async fn post(
+        &self,
+        url: &str,
+        delivery: &Delivery,
+        body: impl Into<Bytes>,
+    ) -> Result<http::StatusCode, ProcessError> {
+        self.post_as(url, delivery, body, "application/json")
+            .await
+    }
+
+    /// [`KeyedHttp::post`] with a body of `content_type`.
+    pub async fn post_as(
+        &self,
+        url: &str,
+        delivery: &Delivery,
+        body: impl Into<Bytes>,
+        content_type: &str,
+    ) -> Result<http::StatusCode, ProcessError> {
+        let answer = match http::Uri::try_from(url) {
+            Ok(url) => self.call(&url, delivery, body.into(), content_type).await,
+            Err(e) => Answer::Permanent(format!("cannot call {url:?}: {e}")),
+        };
+        answer.into_result()
+    }
+
+    /// Posts `body` (of `content_type`) to `url` for `d` within the timeout, and reads the
+    /// answer.
+    pub(crate) async fn call(
+        &self,
+        url: &http::Uri,
+        d: &Delivery,
+        body: Bytes,
+        content_type: &str,
+    ) -> Answer {
+        let req = match self.request(url, d, body, content_type, SystemTime::now()) {
             Ok(req) => req,
             Err(e) => return Answer::Permanent(format!("cannot build the request: {e}")),
         };
@@ -119,13 +219,17 @@ impl KeyedClient {
             let _ = resp.into_body().collect().await;
             Ok::<_, hyper_util::client::legacy::Error>((status, after))
         };
-        match tokio::time::timeout(self.timeout, call).await {
+        let timeout = match crate::invocation::processing_time_left() {
+            Some(left) => self.timeout.min(left.saturating_sub(CALL_RESERVE)),
+            None => self.timeout,
+        };
+        match tokio::time::timeout(timeout, call).await {
             Err(_) => Answer::Retry {
-                why: "forward endpoint timed out".into(),
+                why: format!("{} gave no answer within {} ms", host(url), timeout.as_millis()),
                 after: None,
             },
             Ok(Err(e)) => Answer::Retry {
-                why: format!("forward failed: {e}"),
+                why: format!("calling {} failed: {e}", host(url)),
                 after: None,
             },
             Ok(Ok((status, after))) => classify(status, after, self.conflict),
@@ -134,12 +238,13 @@ impl KeyedClient {
 
     fn request(
         &self,
+        url: &http::Uri,
         d: &Delivery,
         body: Bytes,
         content_type: &str,
         now: SystemTime,
     ) -> Result<http::Request<Full<Bytes>>, http::Error> {
-        let mut req = http::Request::post(self.url.clone())
+        let mut req = http::Request::post(url.clone())
             .header(http::header::CONTENT_TYPE, content_type)
             .header(IDEMPOTENCY_KEY, d.idempotency_key())
             .header("x-hookclaim-source", &d.source)
@@ -164,6 +269,44 @@ impl KeyedClient {
     }
 }
 
+/// The URL's host, for an error text (never its path or query, which may hold a token).
+fn host(url: &http::Uri) -> &str {
+    url.host().unwrap_or("the endpoint")
+}
+
+/// A keyed client for one URL: what the forwarder and the HTTP destination hold.
+pub(crate) struct KeyedClient {
+    url: http::Uri,
+    http: KeyedHttp,
+}
+
+impl KeyedClient {
+    /// A client for `url` (http or https; https verified against the system's roots).
+    pub(crate) fn new(url: http::Uri, timeout: Duration) -> Result<Self, ClientError> {
+        Ok(KeyedClient {
+            url,
+            http: KeyedHttp::new()?.with_timeout(timeout),
+        })
+    }
+
+    /// Signs every call with `secret` (a `whsec_` Standard Webhooks secret).
+    pub(crate) fn with_signing(mut self, secret: Secret) -> Self {
+        self.http = self.http.with_signing(secret);
+        self
+    }
+
+    /// Reads a 409 as `conflict` says.
+    pub(crate) fn with_conflict(mut self, conflict: ForwardConflict) -> Self {
+        self.http = self.http.with_conflict(conflict);
+        self
+    }
+
+    /// Posts `body` (of `content_type`) for `d`, and reads the answer.
+    pub(crate) async fn post(&self, d: &Delivery, body: Bytes, content_type: &str) -> Answer {
+        self.http.call(&self.url, d, body, content_type).await
+    }
+}
+
 /// The `webhook-signature` value for a call: `v1,` and the base64 HMAC-SHA256 of
 /// `"{id}.{timestamp}.{body}"` under the secret's bytes, as the Standard Webhooks specification
 /// has a sender sign.
@@ -180,21 +323,26 @@ pub fn sign(secret: &Secret, id: &str, timestamp: u64, body: &[u8]) -> String {
     format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(tag))
 }
 
-/// How an endpoint's status is read: 2xx is done; 409 as `conflict` says; 408, 429 and 5xx are
-/// worth retrying (no sooner than the endpoint's `after`, when it said); any other 4xx will
-/// never succeed.
+/// How an endpoint's status is read: 2xx is done; 409 as `conflict` says; 429, and 503 with a
+/// `Retry-After`, are throttling, deferred to `after` ([`THROTTLED_WAIT`] when a 429 says
+/// nothing); 408 and 5xx otherwise are worth retrying (no sooner than the endpoint's `after`,
+/// when it said); any other 4xx will never succeed.
 pub(crate) fn classify(
     status: http::StatusCode,
     after: Option<Duration>,
     conflict: ForwardConflict,
 ) -> Answer {
-    match (status.as_u16(), conflict) {
-        (200..=299, _) | (409, ForwardConflict::Done) => Answer::Done(status),
-        (408 | 409 | 429 | 500..=599, _) => Answer::Retry {
-            why: format!("forward endpoint answered {status}"),
+    match (status.as_u16(), conflict, after) {
+        (200..=299, _, _) | (409, ForwardConflict::Done, _) => Answer::Done(status),
+        (429, _, after) | (503, _, after @ Some(_)) => Answer::Defer {
+            why: format!("endpoint throttled: {status}"),
+            after: after.unwrap_or(THROTTLED_WAIT),
+        },
+        (408 | 409 | 500..=599, _, after) => Answer::Retry {
+            why: format!("endpoint answered {status}"),
             after,
         },
-        _ => Answer::Permanent(format!("forward endpoint answered {status}")),
+        _ => Answer::Permanent(format!("endpoint answered {status}")),
     }
 }
 
@@ -223,9 +371,17 @@ mod tests {
             for s in [200, 201, 204] {
                 assert_eq!(classify(status(s), None, conflict), Answer::Done(status(s)));
             }
-            for s in [408, 429, 500, 502, 503] {
+            for s in [408, 500, 502, 503] {
                 assert!(retry(classify(status(s), None, conflict)), "{s}");
             }
+            // A 429 is throttling, whether it says for how long or not.
+            assert_eq!(
+                classify(status(429), None, conflict),
+                Answer::Defer {
+                    why: "endpoint throttled: 429 Too Many Requests".into(),
+                    after: THROTTLED_WAIT
+                }
+            );
             for s in [400, 401, 403, 404, 410, 422] {
                 assert!(permanent(classify(status(s), None, conflict)), "{s}");
             }
@@ -236,10 +392,17 @@ mod tests {
             classify(status(409), None, ForwardConflict::Done),
             Answer::Done(status(409))
         );
-        // A throttling endpoint's own wait is kept; a permanent refusal has none.
+        // A throttling endpoint's own wait defers; a server error's is kept for a counted
+        // retry; a permanent refusal has none.
         let minute = Some(Duration::from_secs(60));
+        for s in [429, 503] {
+            assert!(matches!(
+                classify(status(s), minute, ForwardConflict::Retry),
+                Answer::Defer { after, .. } if Some(after) == minute
+            ));
+        }
         assert!(matches!(
-            classify(status(429), minute, ForwardConflict::Retry),
+            classify(status(502), minute, ForwardConflict::Retry),
             Answer::Retry { after, .. } if after == minute
         ));
         assert!(permanent(classify(status(400), minute, ForwardConflict::Retry)));

@@ -133,6 +133,8 @@ pub use error::{Error, StartupError};
 pub use forward::{ClientError, ForwardConflict, Forwarder};
 pub use function::{run_retention, run_retention_with, run_webhook, run_webhook_with};
 pub use hookclaim_verify::{Secret, SecretFormat};
+#[cfg(feature = "forward")]
+pub use keyed::KeyedHttp;
 pub use processor::{idempotency_key, BoxError, Delivery, ProcessError, Processor, StoreOnly};
 pub use retention::Retention;
 pub use shipped::{Shipped, ShippedError};

@@ -11,7 +11,9 @@ use sha2::{Digest, Sha256};
 use crate::config::RetryPolicy;
 use crate::db::{classify, is_connection_error, DbError};
 use crate::invocation;
-use crate::ledger::{Attempt, Claim, Claimant, Finish, Ledger, NewDelivery, StoredDelivery};
+use crate::ledger::{
+    Again, Attempt, Claim, Claimant, Finish, Ledger, NewDelivery, Recorded, StoredDelivery,
+};
 use crate::processor::{Delivery, ProcessError, Processor, Retry};
 use crate::verify::IdOrigin;
 use crate::work::{Work, WorkError};
@@ -52,8 +54,11 @@ pub enum Happened {
     /// A failed delivery whose next attempt is due at this time (or due, but not this
     /// request's to take): nothing ran.
     RetryLater(SystemTime),
-    /// Processing failed and is recorded failed, due again after this.
+    /// Processing failed and is recorded failed, due again after this: an attempt spent.
     Failed(Duration),
+    /// A downstream throttled and the processor deferred it ([`ProcessError::defer`]): due
+    /// again after this, no attempt spent.
+    Deferred(Duration),
     /// Failed permanently, ran out of attempts, or every attempt died before it finished:
     /// recorded dead.
     Dead,
@@ -92,7 +97,7 @@ impl Outcome {
     }
 
     /// The outcome's name in the retention report and its logs: `done`, `duplicate`,
-    /// `in_progress`, `busy`, `retry_later`, `failed`, `dead` or `fenced`.
+    /// `in_progress`, `busy`, `retry_later`, `failed`, `deferred`, `dead` or `fenced`.
     pub fn name(&self) -> &'static str {
         match self.happened {
             Happened::Done => "done",
@@ -101,6 +106,7 @@ impl Outcome {
             Happened::Busy => "busy",
             Happened::RetryLater(_) => "retry_later",
             Happened::Failed(_) => "failed",
+            Happened::Deferred(_) => "deferred",
             Happened::Dead => "dead",
             Happened::Fenced => "fenced",
         }
@@ -161,8 +167,8 @@ pub const GAVE_UP: &str = "gave up: every attempt died before it finished";
 /// processing that is not finished by then is abandoned.
 pub const PROCESSING_RESERVE: Duration = Duration::from_millis(500);
 
-/// The shortest wait a processor's [`ProcessError::retry_in`] gets: `Retry-After` counts whole
-/// seconds.
+/// The shortest wait a processor's [`ProcessError::retry_in`] or [`ProcessError::defer`] gets:
+/// `Retry-After` counts whole seconds.
 const MIN_RETRY_IN: Duration = Duration::from_secs(1);
 
 /// How a delivery is keyed in the ledger besides its source and id: what its source says.
@@ -283,9 +289,11 @@ pub async fn run_claimed<P: Processor>(
         owner,
     };
     let budget = invocation::remaining(deadline).saturating_sub(PROCESSING_RESERVE);
+    let processing = process_in_transaction(ledger, processor, delivery, &at);
+    let processing_deadline = SystemTime::now() + budget;
     let processed = tokio::time::timeout(
         budget,
-        process_in_transaction(ledger, processor, delivery, &at),
+        invocation::processing_until(processing_deadline, processing),
     )
     .await
     .unwrap_or_else(|_| {
@@ -429,7 +437,9 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     format!("processor panicked: {text}")
 }
 
-/// Records a failed attempt as failed (with backoff) or dead (permanent, or out of attempts).
+/// Records a failed attempt as failed (with backoff, or no sooner than the processor said),
+/// deferred (not counted), or dead (permanent, out of attempts, or past its age bound: the
+/// ledger decides the last two, as it holds the counts).
 async fn record_failure(
     ledger: &mut Ledger<'_>,
     at: &Attempt<'_>,
@@ -437,29 +447,41 @@ async fn record_failure(
     policy: &RetryPolicy,
 ) -> Result<Outcome, DbError> {
     let Verdict { error, retry } = verdict;
-    let (happened, error) = match retry {
-        Retry::Never => (Happened::Dead, error),
-        _ if at.attempt >= policy.max_attempts => (
-            Happened::Dead,
-            format!("gave up after {} attempts: {error}", at.attempt),
-        ),
-        Retry::Backoff => (Happened::Failed(policy.backoff(at.attempt)), error),
-        Retry::In(after) => (Happened::Failed(after.max(MIN_RETRY_IN)), error),
+    let counted = |retry_in| Again::Failed {
+        retry_in,
+        max_attempts: policy.max_attempts,
     };
-    let finish = match happened {
-        Happened::Failed(retry_in) => ledger.finish_failed(at, &error, retry_in).await?,
-        _ => ledger.finish_dead(at, &error).await?,
+    let again = match retry {
+        Retry::Never => {
+            let finish = ledger.finish_dead(at, &error).await?;
+            return Ok(match finish {
+                Finish::Applied => Outcome {
+                    attempt: Some(at.attempt),
+                    reason: Some(error),
+                    ..Outcome::of(Happened::Dead)
+                },
+                Finish::Fenced => Outcome::fenced(at.attempt),
+            });
+        }
+        Retry::Backoff => counted(policy.backoff(at.attempt)),
+        Retry::In(after) => counted(after.max(MIN_RETRY_IN)),
+        Retry::Defer(after) => Again::Deferred {
+            retry_in: after.max(MIN_RETRY_IN),
+            max_age: policy.max_delivery_age,
+        },
     };
-    Ok(match finish {
-        Finish::Applied => Outcome {
-            attempt: Some(at.attempt),
-            reason: Some(error),
-            ..Outcome::of(happened)
-        },
-        Finish::Fenced => Outcome {
-            attempt: Some(at.attempt),
-            ..Outcome::of(Happened::Fenced)
-        },
+    let Some(Recorded { dead, error }) = ledger.finish_again(at, &error, again).await? else {
+        return Ok(Outcome::fenced(at.attempt));
+    };
+    let happened = match again {
+        _ if dead => Happened::Dead,
+        Again::Failed { retry_in, .. } => Happened::Failed(retry_in),
+        Again::Deferred { retry_in, .. } => Happened::Deferred(retry_in),
+    };
+    Ok(Outcome {
+        attempt: Some(at.attempt),
+        reason: Some(error),
+        ..Outcome::of(happened)
     })
 }
 

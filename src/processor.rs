@@ -25,7 +25,9 @@ pub struct Delivery {
     pub payload: Vec<u8>,
     /// The headers kept with the delivery (lower-case names).
     pub headers: BTreeMap<String, String>,
-    /// 1 on the first attempt; higher on re-drives and redeliveries after failures.
+    /// 1 on the first attempt; higher on re-drives and redeliveries after failures and
+    /// deferrals (a deferred attempt advances it too, though it does not count toward
+    /// `MAX_ATTEMPTS`).
     pub attempt: i32,
 }
 
@@ -92,8 +94,13 @@ pub use crate::error::BoxError;
 /// - Any error with `?` (or [`ProcessError::new`]): retried on the retry policy's backoff
 ///   (`RETRY_BASE_SECS`…), the sender answered 503 with that `Retry-After`, dead after
 ///   `MAX_ATTEMPTS`.
-/// - [`ProcessError::retry_in`]: retried no sooner than the time given (a downstream's own
-///   `Retry-After`): the row's next attempt is due then, and the 503 says so.
+/// - [`ProcessError::retry_in`]: a failure that knows when to try again, retried no sooner than
+///   the time given: the row's next attempt is due then, and the 503 says so. It counts toward
+///   `MAX_ATTEMPTS` like any failure.
+/// - [`ProcessError::defer`]: nothing failed, a downstream is throttling (its `Retry-After`):
+///   tried again no sooner than the time given, the 503 says so, and no attempt is spent. The
+///   delivery's age bounds it instead: a deferral that would fall due more than
+///   `MAX_DELIVERY_AGE_SECS` after the delivery was first received makes it dead.
 /// - [`ProcessError::permanent`]: dead at once, the sender answered 200 so that it stops; kept
 ///   for a replay.
 ///
@@ -110,8 +117,10 @@ pub struct ProcessError {
 pub(crate) enum Retry {
     /// On the retry policy's backoff.
     Backoff,
-    /// No sooner than this.
+    /// No sooner than this, counted toward the attempt cap.
     In(Duration),
+    /// No sooner than this, not counted: deferred, bounded by the delivery's age.
+    Defer(Duration),
     /// Never: dead.
     Never,
 }
@@ -127,12 +136,26 @@ impl ProcessError {
     }
 
     /// Retried no sooner than `after`: the failed row's next attempt is due then, and the
-    /// sender's 503 carries it as `Retry-After` (whole seconds, at least 1). The attempt cap
-    /// still applies.
+    /// sender's 503 carries it as `Retry-After` (whole seconds, at least 1). The attempt counts
+    /// toward the cap: this is a failure whose retry time is known. For a downstream that is
+    /// only throttling, use [`ProcessError::defer`].
     pub fn retry_in(error: impl Into<BoxError>, after: Duration) -> Self {
         ProcessError {
             error: error.into(),
             retry: Retry::In(after),
+        }
+    }
+
+    /// Deferred, not failed: a downstream throttles (429, or 503 with `Retry-After`) and says
+    /// when to come back. Tried again no sooner than `after` (the sender's 503 carries it as
+    /// `Retry-After`, whole seconds, at least 1) without spending an attempt: a delivery
+    /// deferred any number of times still has all its attempts. Bounded by the delivery's age
+    /// instead: a deferral that would fall due more than `MAX_DELIVERY_AGE_SECS` after the
+    /// delivery was first received makes it dead, with this error in its recorded reason.
+    pub fn defer(error: impl Into<BoxError>, after: Duration) -> Self {
+        ProcessError {
+            error: error.into(),
+            retry: Retry::Defer(after),
         }
     }
 
@@ -150,10 +173,15 @@ impl ProcessError {
         self.retry == Retry::Never
     }
 
-    /// The time given to [`ProcessError::retry_in`].
+    /// True for [`ProcessError::defer`].
+    pub fn is_deferral(&self) -> bool {
+        matches!(self.retry, Retry::Defer(_))
+    }
+
+    /// The time given to [`ProcessError::retry_in`] or [`ProcessError::defer`].
     pub fn retry_after(&self) -> Option<Duration> {
         match self.retry {
-            Retry::In(after) => Some(after),
+            Retry::In(after) | Retry::Defer(after) => Some(after),
             Retry::Backoff | Retry::Never => None,
         }
     }
@@ -360,6 +388,10 @@ mod tests {
         assert_eq!(ProcessError::new("no such customer").to_string(), "no such customer");
         let later = ProcessError::retry_in("rate limited", Duration::from_secs(60));
         assert_eq!(later.retry_after(), Some(Duration::from_secs(60)));
+        assert!(!later.is_deferral());
+        let throttled = ProcessError::defer("429 from the CRM", Duration::from_secs(30));
+        assert_eq!(throttled.retry_after(), Some(Duration::from_secs(30)));
+        assert!(throttled.is_deferral() && !throttled.is_permanent());
         assert!(ProcessError::permanent("order cancelled").is_permanent());
     }
 }

@@ -663,6 +663,13 @@ fn answer(exchange: Exchange, now: SystemTime) -> Answered {
             Level::Warn,
             Some(retry_in),
         ),
+        // Throttled downstream: nothing failed, the sender is asked back when it is due.
+        Happened::Deferred(retry_in) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "deferred",
+            Level::Info,
+            Some(retry_in),
+        ),
         Happened::Dead => (StatusCode::OK, "dead", Level::Error, None),
     };
     // A body that is not the stored one is worth a look, whatever the answer.
@@ -768,6 +775,7 @@ mod tests {
             (Happened::Fenced, 503, "busy", Level::Info, Some("2")),
             (Happened::RetryLater(now + wait), 503, "retry_later", Level::Info, Some("30")),
             (Happened::Failed(wait), 503, "failed", Level::Warn, Some("30")),
+            (Happened::Deferred(wait), 503, "deferred", Level::Info, Some("30")),
             (Happened::Dead, 200, "dead", Level::Error, None),
         ];
         for (happened, status, name, level, retry_after) in outcomes {

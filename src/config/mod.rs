@@ -210,6 +210,7 @@ mod tests {
         assert_eq!(c.database.tls, TlsMode::Require);
         assert_eq!(c.retention.retention, Duration::from_secs(30 * 86_400));
         assert_eq!(c.retry.max_attempts, 8);
+        assert_eq!(c.retry.max_delivery_age, Duration::from_secs(3 * 86_400));
         assert_eq!(c.retention.redrive_timeout, Duration::from_secs(10));
         assert_eq!(c.processor, ProcessorChoice::Store);
         assert_eq!(c.sources["stripe"].max_body_bytes, DEFAULT_MAX_BODY_BYTES);

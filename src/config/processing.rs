@@ -36,6 +36,10 @@ pub struct RetryPolicy {
     pub base: Duration,
     /// Longest delay between attempts.
     pub cap: Duration,
+    /// How long after its first receipt a delivery may still be deferred
+    /// ([`crate::ProcessError::defer`]): a deferral that would fall due past it makes the
+    /// delivery dead instead, so a downstream that never stops throttling ends it.
+    pub max_delivery_age: Duration,
 }
 
 impl RetryPolicy {
@@ -77,12 +81,24 @@ pub struct RetentionSettings {
 /// Cargo.toml), so a re-drive gets the time a live delivery gets.
 pub const DEFAULT_REDRIVE_TIMEOUT_SECS: u64 = 10;
 
-/// Reads `MAX_ATTEMPTS`, `RETRY_BASE_SECS` and `RETRY_MAX_SECS`.
+/// The default of `MAX_DELIVERY_AGE_SECS`: three days, as long as senders such as Stripe keep
+/// retrying a delivery themselves.
+pub const DEFAULT_MAX_DELIVERY_AGE_SECS: u64 = 3 * 86_400;
+
+/// Reads `MAX_ATTEMPTS`, `RETRY_BASE_SECS`, `RETRY_MAX_SECS` and `MAX_DELIVERY_AGE_SECS` (a
+/// minute to a year: the ledger's bound on a retry time).
 pub(super) fn read_retry(get: Lookup<'_>) -> Result<RetryPolicy, ConfigError> {
     Ok(RetryPolicy {
         max_attempts: int(get, "MAX_ATTEMPTS", 8, 1, 1000)? as i32,
         base: Duration::from_secs(secs(get, "RETRY_BASE_SECS", 30)?),
         cap: Duration::from_secs(secs(get, "RETRY_MAX_SECS", 3600)?),
+        max_delivery_age: Duration::from_secs(int(
+            get,
+            "MAX_DELIVERY_AGE_SECS",
+            DEFAULT_MAX_DELIVERY_AGE_SECS,
+            60,
+            31_622_400,
+        )?),
     })
 }
 
@@ -177,6 +193,7 @@ mod tests {
             max_attempts: 5,
             base: Duration::from_secs(10),
             cap: Duration::from_secs(60),
+            max_delivery_age: Duration::from_secs(3600),
         };
         for _ in 0..200 {
             let first = p.backoff(1);

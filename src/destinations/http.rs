@@ -51,6 +51,7 @@ impl Http {
         };
         match self.0.post(d, body, content_type).await {
             Answer::Done(status) => Ok(Some(format!("HTTP {}", status.as_u16()))),
+            Answer::Defer { why, after } => Err(DestinationError::Defer(why, after)),
             Answer::Retry { why, after: None } => Err(DestinationError::Retry(why)),
             Answer::Retry {
                 why,

@@ -71,6 +71,10 @@ pub enum DestinationError {
     /// Worth trying again, no sooner than the destination asked (its `Retry-After`).
     #[error("{0}")]
     RetryIn(String, Duration),
+    /// Throttled: tried again no sooner than the destination asked, without spending an
+    /// attempt ([`ProcessError::defer`]).
+    #[error("{0}")]
+    Defer(String, Duration),
     /// The destination's fault, not the delivery's: it does not exist (yet), access to it is
     /// denied, the request as configured is refused. Retried like [`DestinationError::Retry`],
     /// so fixing the configuration is enough, and counted (`destination_faults`) for an alarm.
@@ -227,6 +231,12 @@ impl Processor for Destinations {
                 }
                 Err(DestinationError::RetryIn(why, after)) => {
                     return Err(ProcessError::retry_in(
+                        format!("destination {name}: {why}"),
+                        after,
+                    ))
+                }
+                Err(DestinationError::Defer(why, after)) => {
+                    return Err(ProcessError::defer(
                         format!("destination {name}: {why}"),
                         after,
                     ))

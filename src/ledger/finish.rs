@@ -51,18 +51,22 @@ pub enum Finish {
 /// a fenced finish fails and so aborts it: a COMMIT that follows rolls back what the processor
 /// wrote.
 pub async fn finish_done(c: &impl GenericClient, at: &Attempt<'_>) -> Result<Finish, Error> {
-    finish(c, at, "done", None, None).await
+    let row = finish(c, at, "done", None, None, None, None).await?;
+    Ok(if row.is_some() { Finish::Applied } else { Finish::Fenced })
 }
 
-/// Marks the attempt failed with `error`, due again after `retry_in`, unless fenced.
+/// Marks the attempt failed with `error`, due again after `retry_in` whatever its attempts, unless
+/// fenced: for hookclaim's own tests, which decide the retry themselves.
+#[cfg(feature = "internals")]
 pub async fn finish_failed(
     c: &impl GenericClient,
     at: &Attempt<'_>,
     error: &str,
     retry_in: Duration,
 ) -> Result<Finish, Error> {
-    let error = truncate(error);
-    finish(c, at, "failed", Some(error), Some(retry_in.as_secs_f64())).await
+    let retry_in = Some(retry_in.as_secs_f64());
+    let row = finish(c, at, "failed", Some(truncate(error)), retry_in, None, None).await?;
+    Ok(if row.is_some() { Finish::Applied } else { Finish::Fenced })
 }
 
 /// Marks the attempt dead with `error` (the payload stays for a replay), unless fenced.
@@ -71,19 +75,82 @@ pub async fn finish_dead(
     at: &Attempt<'_>,
     error: &str,
 ) -> Result<Finish, Error> {
-    finish(c, at, "dead", Some(truncate(error)), None).await
+    let row = finish(c, at, "dead", Some(truncate(error)), None, None, None).await?;
+    Ok(if row.is_some() { Finish::Applied } else { Finish::Fenced })
 }
 
-/// One call of `hookclaim_finish`; its fenced error (SQLSTATE HC002) is [`Finish::Fenced`].
+/// How a failed attempt is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Again {
+    /// A counted failure, due again after `retry_in`; dead instead once the delivery's attempts,
+    /// but the deferred ones, reach `max_attempts`.
+    Failed {
+        /// When it is due again.
+        retry_in: Duration,
+        /// The attempt cap.
+        max_attempts: i32,
+    },
+    /// A throttling downstream's deferral, due again after `retry_in` and not counted toward
+    /// the attempt cap; dead instead when that would fall past `max_age` from the delivery's
+    /// first receipt.
+    Deferred {
+        /// When it is due again.
+        retry_in: Duration,
+        /// The delivery's age bound.
+        max_age: Duration,
+    },
+}
+
+/// What the finish of a failed attempt recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// Made dead (out of attempts, or past its age bound) rather than due again.
+    pub dead: bool,
+    /// The error recorded as the row's `last_error`.
+    pub error: String,
+}
+
+/// Records a failed attempt as `again` says, unless fenced (`None`).
+pub async fn finish_again(
+    c: &impl GenericClient,
+    at: &Attempt<'_>,
+    error: &str,
+    again: Again,
+) -> Result<Option<Recorded>, Error> {
+    let error = truncate(error);
+    let row = match again {
+        Again::Failed {
+            retry_in,
+            max_attempts,
+        } => {
+            let retry_in = Some(retry_in.as_secs_f64());
+            finish(c, at, "failed", Some(error), retry_in, Some(max_attempts), None).await?
+        }
+        Again::Deferred { retry_in, max_age } => {
+            let retry_in = Some(retry_in.as_secs_f64());
+            let max_age = Some(max_age.as_secs_f64());
+            finish(c, at, "deferred", Some(error), retry_in, None, max_age).await?
+        }
+    };
+    Ok(row.map(|row| Recorded {
+        dead: row.get::<_, &str>(0) == "dead",
+        error: row.get::<_, Option<String>>(1).unwrap_or_default(),
+    }))
+}
+
+/// One call of `hookclaim_finish`: the row it answers (the outcome and error it recorded), or
+/// `None` for its fenced error (SQLSTATE HC002).
 async fn finish(
     c: &impl GenericClient,
     at: &Attempt<'_>,
     outcome: &str,
     error: Option<&str>,
     retry_in_secs: Option<f64>,
-) -> Result<Finish, Error> {
+    max_attempts: Option<i32>,
+    max_age_secs: Option<f64>,
+) -> Result<Option<tokio_postgres::Row>, Error> {
     let [source, id, attempt, owner] = at.params();
-    let params: [(&(dyn ToSql + Sync), Type); 7] = [
+    let params: [(&(dyn ToSql + Sync), Type); 9] = [
         source,
         id,
         attempt,
@@ -91,10 +158,12 @@ async fn finish(
         (&outcome, Type::TEXT),
         (&error, Type::TEXT),
         (&retry_in_secs, Type::FLOAT8),
+        (&max_attempts, Type::INT4),
+        (&max_age_secs, Type::FLOAT8),
     ];
     match c.query_typed(include_str!("sql/finish.sql"), &params).await {
-        Ok(_) => Ok(Finish::Applied),
-        Err(e) if e.code().map(|c| c.code()) == Some(FENCED) => Ok(Finish::Fenced),
+        Ok(mut rows) => Ok(rows.pop()),
+        Err(e) if e.code().map(|c| c.code()) == Some(FENCED) => Ok(None),
         Err(e) => Err(e),
     }
 }

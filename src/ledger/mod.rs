@@ -22,7 +22,7 @@ use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 
 pub use claim::{Claim, Claimant, NewDelivery};
-pub use finish::{finish_done, Attempt, Finish};
+pub use finish::{finish_done, Again, Attempt, Finish, Recorded};
 pub use ops::Ledger;
 pub use purge::Trimmed;
 pub use reclaim::{ReclaimCursor, Reclaimed};
@@ -33,7 +33,7 @@ pub use stats::{DeliveryState, LedgerStats, Waiting};
 #[cfg(feature = "internals")]
 pub use {
     claim::{claim, held},
-    finish::{finish_dead, finish_failed},
+    finish::{finish_again, finish_dead, finish_failed},
     purge::{
         count_dead_trimmable, count_purgeable, count_trimmable, purge_batch, trim_batch,
         trim_dead_batch,

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use tokio_postgres::types::Type;
 
 use super::{
-    claim, finish, purge, reclaim, replay, stats, Attempt, Claim, Claimant, DeliveryState, Finish,
-    LedgerStats, NewDelivery, ReclaimCursor, Reclaimed, ReplayCursor, ReplayFilter, StoredDelivery, Trimmed, Waiting,
+    claim, finish, purge, reclaim, replay, stats, Again, Attempt, Claim, Claimant, DeliveryState, Finish,
+    LedgerStats, NewDelivery, ReclaimCursor, Reclaimed, ReplayCursor, ReplayFilter, Recorded, StoredDelivery, Trimmed, Waiting,
 };
 use crate::db::{Database, DbError, Session};
 
@@ -50,15 +50,16 @@ impl<'a> Ledger<'a> {
             .await
     }
 
-    /// Records `at` failed, due again after `retry_in`, unless fenced.
-    pub async fn finish_failed(
+    /// Records the failed attempt `at` as `again` says: due again, or dead when out of attempts
+    /// or past its age bound ([`finish::finish_again`]). `None` when fenced.
+    pub async fn finish_again(
         &mut self,
         at: &Attempt<'_>,
         error: &str,
-        retry_in: Duration,
-    ) -> Result<Finish, DbError> {
+        again: Again,
+    ) -> Result<Option<Recorded>, DbError> {
         self.session
-            .run(|c, _| Box::pin(finish::finish_failed(c, at, error, retry_in)))
+            .run(|c, _| Box::pin(finish::finish_again(c, at, error, again)))
             .await
     }
 

@@ -21,6 +21,8 @@ pub struct Redriven {
     pub ok: u64,
     /// Failed again; due later with backoff.
     pub failed: u64,
+    /// Deferred by a throttling downstream; due later, no attempt spent.
+    pub deferred: u64,
     /// Given up: permanent failure, attempts exhausted, or nothing left to re-drive.
     pub dead: u64,
     /// Taken over by a newer attempt while this one ran; nothing recorded.
@@ -69,12 +71,12 @@ pub struct ReplayReport {
     pub delivery_id: String,
     /// The attempt the replay ran as.
     pub attempt: i32,
-    /// `done`, `failed`, `dead` or `fenced`.
+    /// `done`, `failed`, `deferred`, `dead` or `fenced`.
     pub outcome: &'static str,
     /// The error, when it did not end done.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// For `failed`: seconds until the next attempt is due.
+    /// For `failed` and `deferred`: seconds until the next attempt is due.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_in_secs: Option<f64>,
 }
@@ -206,6 +208,7 @@ impl Report {
         match outcome.happened {
             Happened::Done => self.redriven.ok += 1,
             Happened::Failed(_) => self.redriven.failed += 1,
+            Happened::Deferred(_) => self.redriven.deferred += 1,
             Happened::Dead => self.record_dead(stored, outcome.reason.clone().unwrap_or_default()),
             // A re-drive claims nothing: it holds the row, or its finish is fenced.
             _ => self.redriven.fenced += 1,
@@ -232,6 +235,7 @@ pub fn report_line(
         ("reclaimed", report.reclaimed, "Count"),
         ("redriven_ok", report.redriven.ok, "Count"),
         ("redriven_failed", report.redriven.failed, "Count"),
+        ("redriven_deferred", report.redriven.deferred, "Count"),
         ("redriven_dead", report.redriven.dead, "Count"),
         ("purged", report.purged, "Count"),
         ("trimmed", report.trimmed, "Count"),

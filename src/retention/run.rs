@@ -562,7 +562,9 @@ impl<P: Processor> Retention<P> {
             outcome: outcome.name(),
             error: outcome.reason.clone(),
             retry_in_secs: match outcome.happened {
-                Happened::Failed(retry_in) => Some(retry_in.as_secs_f64()),
+                Happened::Failed(retry_in) | Happened::Deferred(retry_in) => {
+                    Some(retry_in.as_secs_f64())
+                }
                 _ => None,
             },
             source: stored.source,

@@ -898,40 +898,48 @@ async fn the_finish_refuses_outcomes_it_must_never_record() {
     let c = db.client().await;
     let s = Sample::new("evt_finish_args", "{}");
     assert_eq!(claim(&c, &s, "a").await, claimed(1));
-    let call = |outcome: &str, retry: &str| {
+    // The outcome, then its retry time, attempt cap and age bound.
+    let call = |outcome: &str, retry: &str, cap: &str, age: &str| {
         format!(
             "SELECT hookclaim_finish(p_source => 'stripe', p_delivery_id => 'evt_finish_args',
                                      p_attempt => 1, p_owner => 'a', p_outcome => {outcome},
-                                     p_error => 'e', p_retry_in_secs => {retry})"
+                                     p_error => 'e', p_retry_in_secs => {retry},
+                                     p_max_attempts => {cap}, p_max_age_secs => {age})"
         )
     };
     let refused = [
-        ("'finished'", "NULL"),
-        ("'processing'", "NULL"),
-        ("NULL", "NULL"),
-        ("'failed'", "NULL"),
-        ("'failed'", "'NaN'"),
-        ("'failed'", "'Infinity'"),
-        ("'failed'", "-1"),
-        ("'done'", "30"),
+        ("'finished'", "NULL", "NULL", "NULL"),
+        ("'processing'", "NULL", "NULL", "NULL"),
+        ("NULL", "NULL", "NULL", "NULL"),
+        ("'failed'", "NULL", "NULL", "NULL"),
+        ("'failed'", "'NaN'", "NULL", "NULL"),
+        ("'failed'", "'Infinity'", "NULL", "NULL"),
+        ("'failed'", "-1", "NULL", "NULL"),
+        ("'done'", "30", "NULL", "NULL"),
+        ("'failed'", "30", "0", "NULL"),
+        ("'failed'", "30", "NULL", "3600"),
+        ("'done'", "NULL", "8", "NULL"),
+        ("'deferred'", "30", "NULL", "NULL"),
+        ("'deferred'", "NULL", "NULL", "3600"),
+        ("'deferred'", "30", "8", "3600"),
+        ("'deferred'", "30", "NULL", "0"),
+        ("'deferred'", "30", "NULL", "'NaN'"),
+        ("'deferred'", "30", "NULL", "'Infinity'"),
+        ("'dead'", "NULL", "NULL", "3600"),
     ];
-    for (outcome, retry) in refused {
-        let e = c
-            .batch_execute(&call(outcome, retry))
-            .await
-            .expect_err(&call(outcome, retry));
-        assert_eq!(
-            e.code().map(|s| s.code()),
-            Some(REFUSED),
-            "{outcome} {retry}: {e}"
-        );
+    for (outcome, retry, cap, age) in refused {
+        let sql = call(outcome, retry, cap, age);
+        let e = c.batch_execute(&sql).await.expect_err(&sql);
+        assert_eq!(e.code().map(|s| s.code()), Some(REFUSED), "{sql}: {e}");
         assert_eq!(
             status(&c, "stripe", &s.id).await,
             ("processing".into(), 1),
-            "{outcome} {retry}"
+            "{sql}"
         );
     }
-    c.batch_execute(&call("'failed'", "30")).await.unwrap();
+    c.batch_execute(&call("'failed'", "30", "8", "NULL"))
+        .await
+        .unwrap();
     assert_eq!(status(&c, "stripe", &s.id).await, ("failed".into(), 1));
     assert_rows_well_formed(&c).await;
 }
@@ -1467,6 +1475,8 @@ async fn the_schema_refuses_a_row_that_breaks_the_state_machine() {
         "status = 'done', completed_at = now()",
         "status = 'dead', lease_until = NULL, next_attempt_at = now(), completed_at = now()",
         "status = 'failed', lease_until = NULL, next_attempt_at = now(), completed_at = now()",
+        "deferrals = -1",
+        "deferrals = 2",
     ];
     let cases = cases.map(|set| (set, "hookclaim_row_state"));
     for (set, constraint) in cases {

@@ -161,3 +161,39 @@ async fn a_crash_between_the_call_and_finishing_repeats_the_call_at_most_once_wi
     );
     assert_eq!(row(&c, "github", "fwd-crash").await.unwrap().0, "done");
 }
+
+/// A processor's own call through the keyed client: done on 2xx, deferred on a 429's
+/// `Retry-After`, a counted retry on a 5xx, dead on another 4xx, each carrying the key.
+#[tokio::test]
+async fn a_processors_keyed_call_reads_each_answer_as_the_forwarder_does() {
+    let http = hookclaim::KeyedHttp::new().unwrap();
+    let d = Delivery::new("github", "keyed-1", "{}");
+    let cases: [(u16, &[(&str, &str)]); 5] = [
+        (201, &[]),
+        (429, &[("Retry-After", "30")]),
+        (503, &[("Retry-After", "45")]),
+        (502, &[]),
+        (400, &[]),
+    ];
+    let mut answers = Vec::new();
+    for (status, headers) in cases {
+        let (url, calls) = endpoint::start_with(status, headers).await;
+        let answer = http.post(&url, &d, r#"{"text":"hi"}"#).await;
+        let calls = calls.lock().await;
+        assert_eq!(calls.len(), 1, "{status}");
+        assert_eq!(key(&calls[0]), d.idempotency_key());
+        assert_eq!(calls[0].body, br#"{"text":"hi"}"#);
+        answers.push(answer);
+    }
+
+    assert_eq!(answers[0].as_ref().unwrap().as_u16(), 201);
+    let e = answers[1].as_ref().unwrap_err();
+    assert!(e.is_deferral() && e.retry_after() == Some(Duration::from_secs(30)));
+    let e = answers[2].as_ref().unwrap_err();
+    assert!(e.is_deferral() && e.retry_after() == Some(Duration::from_secs(45)));
+    let e = answers[3].as_ref().unwrap_err();
+    assert!(!e.is_deferral() && !e.is_permanent() && e.retry_after().is_none());
+    assert!(answers[4].as_ref().unwrap_err().is_permanent());
+    let bad_url = http.post("not a url", &d, "{}").await.unwrap_err();
+    assert!(bad_url.is_permanent(), "{bad_url}");
+}

@@ -23,4 +23,5 @@ mod replay;
 mod retention;
 mod rie;
 mod roles;
+mod throttle;
 mod webhook;

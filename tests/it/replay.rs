@@ -36,6 +36,7 @@ async fn retention<P: Processor>(db: &TestDb, processor: P) -> Retention<P> {
         max_attempts: 8,
         base: Duration::from_secs(30),
         cap: Duration::from_secs(3600),
+        max_delivery_age: Duration::from_secs(3 * 86_400),
     };
     let r = Retention::new(
         database,

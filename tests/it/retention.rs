@@ -40,6 +40,7 @@ fn policy(max_attempts: i32, base: Duration) -> RetryPolicy {
         max_attempts,
         base,
         cap: Duration::from_secs(3600),
+        max_delivery_age: Duration::from_secs(3 * 86_400),
     }
 }
 

@@ -16,4 +16,6 @@ SELECT next.run_started, next.due_at, next.source, next.delivery_id,
                > (coalesce($5, '-infinity'::timestamptz), coalesce($6, ''), coalesce($7, ''))
          ORDER BY due_at, source, delivery_id
          LIMIT 1) AS next
-  LEFT JOIN LATERAL hookclaim_take_over(next.source, next.delivery_id, $1, $2, $3) AS t ON true
+  LEFT JOIN LATERAL hookclaim_take_over(
+           p_source => next.source, p_delivery_id => next.delivery_id, p_owner => $1,
+           p_lease_secs => $2, p_max_attempts => $3) AS t ON true

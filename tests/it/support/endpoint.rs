@@ -16,6 +16,18 @@ pub struct HttpCall {
 /// Starts an endpoint on 127.0.0.1 that answers every call with `status`: its URL (path
 /// `/hooks`) and the calls it received, in order.
 pub async fn start(status: u16) -> (String, Arc<Mutex<Vec<HttpCall>>>) {
+    start_with(status, &[]).await
+}
+
+/// [`start`], answering with `headers` too.
+pub async fn start_with(
+    status: u16,
+    headers: &[(&str, &str)],
+) -> (String, Arc<Mutex<Vec<HttpCall>>>) {
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hooks", listener.local_addr().unwrap());
     let calls = Arc::new(Mutex::new(Vec::new()));
@@ -23,6 +35,7 @@ pub async fn start(status: u16) -> (String, Arc<Mutex<Vec<HttpCall>>>) {
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
             let calls = recorded.clone();
+            let extra = extra.clone();
             tokio::spawn(async move {
                 while let Some((head, body)) = read_http(&mut sock).await {
                     let mut headers = http::HeaderMap::new();
@@ -36,7 +49,7 @@ pub async fn start(status: u16) -> (String, Arc<Mutex<Vec<HttpCall>>>) {
                         }
                     }
                     calls.lock().await.push(HttpCall { headers, body });
-                    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n");
+                    let reply = format!("HTTP/1.1 {status} X\r\n{extra}content-length: 0\r\n\r\n");
                     if sock.write_all(reply.as_bytes()).await.is_err() {
                         return;
                     }
