@@ -65,7 +65,7 @@ CLAIM = ("src/ledger/sql/claim.sql", ["source", "id", "owner", "lease_secs", "pa
                                       "headers", "event_type", "id_origin", "store_only",
                                       "long_key_retention", "replay_guard", "max_attempts"])
 FINISH = ("src/ledger/sql/finish.sql", ["source", "id", "attempt", "owner", "='done'",
-                                       "=NULL", "=NULL"])
+                                       "=NULL", "=NULL", "=NULL", "=NULL"])
 
 # Redelivered ids: DUP_BASE + 1 ..= DUP_BASE + DUP_COUNT, 19 digits like the random new ones.
 DUP_BASE = 1_000_000_000_000_000_000
@@ -80,7 +80,7 @@ GUARDED_CLAIM = ("src/ledger/sql/claim.sql",
                   "=sha256(int8send(:body))", "headers", "event_type", "id_origin", "store_only",
                   "long_key_retention", "replay_guard", "max_attempts"])
 GUARDED_FINISH = ("src/ledger/sql/finish.sql", ["guarded_source", "id", "attempt", "owner",
-                                               "='done'", "=NULL", "=NULL"])
+                                               "='done'", "=NULL", "=NULL", "=NULL", "=NULL"])
 
 KINDS = ("new", "duplicate")
 

@@ -101,8 +101,7 @@ TAKEOVER_RESERVE = 20_000
 
 # The ledger's statements with $n bound to pgbench variables (claim.py binds them the same way).
 CLAIM = claim.CLAIM
-FINISH = ("src/ledger/sql/finish.sql", ["source", "id", "attempt", "owner", "='done'", "=NULL",
-                                        "=NULL"])
+FINISH = claim.FINISH
 
 GATE = 0.8
 # A gated ratio from AGAIN up to GATE is measured again (see main).
