@@ -315,7 +315,7 @@ END
 $claim$;
 
 -- The fenced finish: records attempt p_attempt's outcome only while p_owner still holds the row
--- at that attempt, and returns the status (outcome) and error it recorded:
+-- at that attempt:
 --   done      done;
 --   dead      dead, with p_error;
 --   failed    a counted failure: due again in p_retry_in_secs, or dead once the attempts so far
@@ -325,37 +325,49 @@ $claim$;
 --             delivery's age bound, p_max_age_secs from its first receipt.
 -- Otherwise it fails with SQLSTATE HC002 (hookclaim's own: fenced), which inside the processing
 -- transaction aborts it, so the COMMIT sent with it rolls the processor's writes back. Done and
--- dead are one UPDATE by the key; a failure reads the row's counts first.
+-- dead are one UPDATE by the key; a failure reads the row's counts first. It returns the error
+-- it recorded when it made a failure or deferral dead instead (the cap or the age bound), and
+-- NULL otherwise: a scalar, which costs a call less than a row of OUT parameters.
 CREATE FUNCTION hookclaim_finish(
     p_source text, p_delivery_id text, p_attempt integer, p_owner text, p_outcome text,
     p_error text DEFAULT NULL, p_retry_in_secs float8 DEFAULT NULL,
-    p_max_attempts integer DEFAULT NULL, p_max_age_secs float8 DEFAULT NULL,
-    OUT outcome text, OUT error text)
+    p_max_attempts integer DEFAULT NULL, p_max_age_secs float8 DEFAULT NULL)
+RETURNS text
 LANGUAGE plpgsql AS $finish$
 DECLARE
+    outcome text;
+    error text;
     d hookclaim_deliveries;
 BEGIN
-    IF num_nulls(p_source, p_delivery_id, p_attempt, p_owner, p_outcome) > 0
-       OR p_outcome NOT IN ('done', 'failed', 'deferred', 'dead')
-       OR (p_outcome IN ('failed', 'deferred')) <> (p_retry_in_secs IS NOT NULL)
-       OR p_retry_in_secs NOT BETWEEN 0 AND 31622400
-       OR (p_max_attempts IS NOT NULL AND (p_outcome <> 'failed' OR p_max_attempts < 1))
-       OR (p_outcome = 'deferred') <> (p_max_age_secs IS NOT NULL)
-       OR p_max_age_secs NOT BETWEEN 1 AND 31622400 THEN
+    -- Each outcome's arguments are checked in its own branch, so done, the common finish,
+    -- evaluates the least; a bad call fails with HC001 (hookclaim_refuse).
+    IF num_nulls(p_source, p_delivery_id, p_attempt, p_owner, p_outcome) > 0 THEN
         PERFORM hookclaim_refuse('hookclaim_finish',
-            'the delivery, attempt and owner must be given, the outcome done, failed, deferred '
-            'or dead, a retry time of 0 to 31622400 seconds given with failed or deferred and '
-            'only then, an attempt cap of at least 1 only with failed, and an age bound of 1 to '
-            '31622400 seconds with deferred and only then');
+                                 'the delivery, attempt, owner and outcome must be given');
     END IF;
     IF p_outcome IN ('done', 'dead') THEN
+        IF num_nulls(p_retry_in_secs, p_max_attempts, p_max_age_secs) < 3 THEN
+            PERFORM hookclaim_refuse('hookclaim_finish',
+                'done and dead take no retry time, attempt cap or age bound');
+        END IF;
         UPDATE hookclaim_deliveries
            SET status = p_outcome, lease_until = NULL, last_error = p_error,
                completed_at = now(), updated_at = now()
          WHERE source = p_source AND delivery_id = p_delivery_id AND attempt = p_attempt
            AND lease_owner = p_owner AND status = 'processing';
         outcome := p_outcome; error := p_error;
-    ELSE
+    ELSIF p_outcome IN ('failed', 'deferred') THEN
+        -- NaN, which PostgreSQL orders above every number, fails the upper bounds.
+        IF NOT coalesce(p_retry_in_secs BETWEEN 0 AND 31622400, false)
+           OR (p_outcome = 'failed' AND (p_max_age_secs IS NOT NULL OR p_max_attempts < 1))
+           OR (p_outcome = 'deferred'
+               AND (p_max_attempts IS NOT NULL
+                    OR NOT coalesce(p_max_age_secs BETWEEN 1 AND 31622400, false))) THEN
+            PERFORM hookclaim_refuse('hookclaim_finish',
+                'failed and deferred take a retry time of 0 to 31622400 seconds, failed an '
+                'attempt cap of at least 1 if any, deferred an age bound of 1 to 31622400 '
+                'seconds and no cap');
+        END IF;
         SELECT * INTO d FROM hookclaim_deliveries
          WHERE source = p_source AND delivery_id = p_delivery_id AND attempt = p_attempt
            AND lease_owner = p_owner AND status = 'processing'
@@ -388,12 +400,16 @@ BEGIN
                    updated_at = now()
              WHERE source = p_source AND delivery_id = p_delivery_id;
         END IF;
+    ELSE
+        PERFORM hookclaim_refuse('hookclaim_finish',
+                                 'the outcome must be done, failed, deferred or dead');
     END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'hookclaim_finish: attempt % of %/% is no longer held by this owner',
                         p_attempt, p_source, p_delivery_id
               USING ERRCODE = 'HC002';
     END IF;
+    RETURN CASE WHEN outcome = 'dead' AND p_outcome <> 'dead' THEN error END;
 END
 $finish$;
 

@@ -132,14 +132,20 @@ pub async fn finish_again(
             finish(c, at, "deferred", Some(error), retry_in, None, max_age).await?
         }
     };
-    Ok(row.map(|row| Recorded {
-        dead: row.get::<_, &str>(0) == "dead",
-        error: row.get::<_, Option<String>>(1).unwrap_or_default(),
+    Ok(row.map(|row| match row.get::<_, Option<String>>(0) {
+        Some(gave_up) => Recorded {
+            dead: true,
+            error: gave_up,
+        },
+        None => Recorded {
+            dead: false,
+            error: error.to_string(),
+        },
     }))
 }
 
-/// One call of `hookclaim_finish`: the row it answers (the outcome and error it recorded), or
-/// `None` for its fenced error (SQLSTATE HC002).
+/// One call of `hookclaim_finish`: the row it answers (the error it recorded when it made the
+/// delivery dead instead, or NULL), or `None` for its fenced error (SQLSTATE HC002).
 async fn finish(
     c: &impl GenericClient,
     at: &Attempt<'_>,
