@@ -233,14 +233,13 @@ async fn reclaim_reads_the_due_index(c: &Client, s: &mut Explained, mode: &str) 
             .unwrap_or_else(|| panic!("{what}: the backlog is due"));
         assert!(next.taken.is_some(), "{what}: nothing holds the backlog");
         cursor = next.cursor;
-        let scans = s.scans(&what);
+        let scans = s.only_keys(&what, &[DUE, KEY]);
         assert!(
             scans
                 .iter()
                 .any(|(kind, index)| kind.starts_with("Index") && index == DUE),
             "{what}: the due index was not read: {scans:?}"
         );
-        s.only_keys(&what, &[DUE, KEY]);
     }
 }
 
@@ -324,24 +323,12 @@ impl Explained {
         std::mem::take(&mut self.plans)
     }
 
-    /// Every scan of the ledger table in the plans kept since the last check, as (node type,
-    /// index name), and forgets them.
-    fn scans(&mut self, what: &str) -> Vec<(String, String)> {
-        let plans = self.take_plans();
-        assert!(!plans.is_empty(), "{what}: no plan was reported");
-        let mut scans = Vec::new();
-        for plan in &plans {
-            collect_scans(&plan["Plan"], &mut scans);
-        }
-        self.plans = plans; // only_keys reads them again
-        scans
-    }
-
     /// Asserts that every scan of the ledger table since the last check was an index scan of
-    /// one of `indexes`, and forgets the plans.
-    fn only_keys(&mut self, what: &str, indexes: &[&str]) {
+    /// one of `indexes`, forgets the plans, and returns those scans as (node type, index name).
+    fn only_keys(&mut self, what: &str, indexes: &[&str]) -> Vec<(String, String)> {
         let plans = self.take_plans();
         assert!(!plans.is_empty(), "{what}: no plan was reported");
+        let mut all = Vec::new();
         for plan in &plans {
             let mut scans = Vec::new();
             collect_scans(&plan["Plan"], &mut scans);
@@ -354,7 +341,9 @@ impl Explained {
                     plan["Plan"]
                 );
             }
+            all.extend(scans);
         }
+        all
     }
 }
 
