@@ -33,7 +33,7 @@ pub struct Delivery {
 
 impl Delivery {
     /// A first attempt at delivery `delivery_id` of `source` with `payload`, no event type and
-    /// no headers: for tests ([`crate::testing`]) and tools.
+    /// no headers: for tests (`hookclaim::testing`) and tools.
     pub fn new(
         source: impl Into<String>,
         delivery_id: impl Into<String>,

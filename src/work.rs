@@ -154,7 +154,7 @@ impl Statement {
 }
 
 /// The transaction a processor works in, under the claim of the delivery it processes.
-/// hookclaim makes it (the webhook function, the retention re-drive, [`crate::testing`]) and
+/// hookclaim makes it (the webhook function, the retention re-drive, `hookclaim::testing`) and
 /// commits it when the processor succeeds.
 ///
 /// A processor's writes are queued, not sent: when it succeeds, BEGIN, its writes, the fenced
